@@ -1,0 +1,1 @@
+"""Entry points: `python -m launch.train`, `python -m launch.bench`."""

@@ -1,0 +1,71 @@
+"""What every entry point shares: the Hydra config tree, its schema, and one-line refusals.
+
+Bad input is refused with one line on stderr and exit code 2 before any worker process starts:
+unknown config-group options are checked against conf/ before Hydra composes (Hydra's own
+message spans many lines), semantic checks run on the composed config (nodes.config.validate).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Optional
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
+
+from nodes.config import Config, ConfigError, validate
+
+CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "conf")
+GROUPS = ("env", "sampler", "model", "algo", "launcher")
+
+ConfigStore.instance().store(name="schema", node=Config)
+
+
+def refuse(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def precheck_argv(argv) -> None:
+    """Refuse `group=option` overrides naming an option that conf/ does not have."""
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        key = key.lstrip("+~")
+        if key not in GROUPS:
+            continue
+        options = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, key)) if f.endswith(".yaml"))
+        for v in value.split(","):  # multirun sweeps list several
+            if v not in options:
+                refuse(f"unknown {key} '{v}' (available: {', '.join(options)})")
+
+
+def resolve(cfg, run_dir: str) -> Config:
+    """Composed DictConfig -> validated plain Config object (fast attribute access, picklable)."""
+    OmegaConf.set_struct(cfg, False)
+    cfg.run_dir = os.path.abspath(run_dir)
+    obj: Config = OmegaConf.to_object(cfg)
+    try:
+        validate(obj)
+    except ConfigError as exc:
+        refuse(str(exc))
+    return obj
+
+
+def write_resolved(obj: Config) -> None:
+    os.makedirs(obj.run_dir, exist_ok=True)
+    path = os.path.join(obj.run_dir, "config.yaml")
+    with open(path + ".tmp", "w") as f:
+        f.write(OmegaConf.to_yaml(OmegaConf.structured(obj)))
+    os.replace(path + ".tmp", path)
+
+
+def hydra_run_dir() -> str:
+    from hydra.core.hydra_config import HydraConfig
+    return HydraConfig.get().runtime.output_dir
+
+
+def quiet_logging(level: Optional[int] = None) -> None:
+    logging.getLogger("nodes").setLevel(level or logging.INFO)

@@ -1,0 +1,105 @@
+"""Preallocated shared-memory buffers and the index bookkeeping around them.
+
+Trajectory slots: each holds one env's rollout of T steps (T+1 observations: the last one is the
+bootstrap observation and is also the first of the env's next slot). Rollout workers write
+observations, rewards and dones; policy workers write actions, log-probs, values, the policy
+version and the slot's initial hidden state; the learner copies whole slots out and returns them
+to the free list. Only slot numbers and env-group numbers travel through queues.
+
+Per-env "cursor" tensors say which slot and step each env is at, so a policy-worker request is
+just (worker, group). All tensors are torch shared memory (file-descriptor strategy: the /dev/shm
+name is unlinked at creation, so nothing is left behind even on SIGKILL).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List
+
+import numpy as np
+import torch
+
+from nodes.config import num_slots
+
+_TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.float32}
+
+
+@dataclass
+class TrajectoryBuffers:
+    obs: torch.Tensor  # [S, T+1, *obs_shape]
+    actions: torch.Tensor  # [S, T] int64
+    logp: torch.Tensor  # [S, T] behaviour log-prob of the action
+    values: torch.Tensor  # [S, T] behaviour value estimate
+    rewards: torch.Tensor  # [S, T] scaled training reward
+    dones: torch.Tensor  # [S, T] episode ended after this step
+    versions: torch.Tensor  # [S, T] policy version that chose the action
+    h0: torch.Tensor  # [S, H] hidden state before step 0
+    # per env
+    env_slot: torch.Tensor  # [E] int64: slot the env is writing
+    env_t: torch.Tensor  # [E] int64: step inside that slot
+    env_h: torch.Tensor  # [E, H]: current hidden state (policy worker writes, rollout worker zeroes)
+
+    @property
+    def num_slots(self) -> int:
+        return self.obs.shape[0]
+
+    @property
+    def rollout(self) -> int:
+        return self.actions.shape[1]
+
+
+def allocate(spec, sampler_cfg, hidden_size: int) -> TrajectoryBuffers:
+    s, t = num_slots(sampler_cfg), sampler_cfg.rollout
+    e = sampler_cfg.num_workers * sampler_cfg.envs_per_worker
+
+    def shared(*shape, dtype=torch.float32):
+        return torch.zeros(shape, dtype=dtype).share_memory_()
+
+    return TrajectoryBuffers(
+        obs=shared(s, t + 1, *spec.obs_shape, dtype=_TORCH_DTYPE[np.dtype(spec.obs_dtype)]),
+        actions=shared(s, t, dtype=torch.int64),
+        logp=shared(s, t),
+        values=shared(s, t),
+        rewards=shared(s, t),
+        dones=shared(s, t, dtype=torch.bool),
+        versions=shared(s, t, dtype=torch.int64),
+        h0=shared(s, hidden_size),
+        env_slot=shared(e, dtype=torch.int64),
+        env_t=shared(e, dtype=torch.int64),
+        env_h=shared(e, hidden_size),
+    )
+
+
+def env_groups(sampler_cfg) -> List[List[List[int]]]:
+    """Global env ids per [worker][group]. Two equal groups when double-buffered, else one."""
+    k = sampler_cfg.envs_per_worker
+    n_groups = 2 if sampler_cfg.double_buffered else 1
+    per = k // n_groups
+    return [
+        [[w * k + g * per + i for i in range(per)] for g in range(n_groups)]
+        for w in range(sampler_cfg.num_workers)
+    ]
+
+
+class SlotBatch:
+    """A learner batch copied out of the shared slots (so the slots can be reused at once)."""
+
+    FIELDS = ("obs", "actions", "logp", "values", "rewards", "dones", "versions", "h0")
+
+    def __init__(self, buffers: TrajectoryBuffers, slots: List[int]):
+        idx = torch.as_tensor(slots, dtype=torch.int64)
+        for name in self.FIELDS:
+            setattr(self, name, getattr(buffers, name).index_select(0, idx))
+        self.num_samples = len(slots) * buffers.rollout
+
+
+@dataclass
+class Control:
+    """Tiny shared state: the stop flag and per-worker env-step counters (one writer each)."""
+
+    stop: torch.Tensor  # [1] int64, nonzero = every worker leaves its loop
+    worker_steps: torch.Tensor  # [W] int64, agent steps taken by rollout worker w
+
+    @classmethod
+    def create(cls, num_workers: int) -> "Control":
+        return cls(torch.zeros(1, dtype=torch.int64).share_memory_(),
+                   torch.zeros(num_workers, dtype=torch.int64).share_memory_())

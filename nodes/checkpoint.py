@@ -1,0 +1,67 @@
+"""Checkpoints: plain torch.save dicts, written atomically, loaded with weights_only=True.
+
+Atomic: write to a temp file in the same directory, fsync it, rename over the final name, fsync
+the directory. A crash mid-write leaves the previous checkpoint intact. Files are named by
+policy version so the newest is found by name; the oldest beyond `keep` are removed.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import re
+from typing import Optional
+
+import torch
+
+FORMAT = "distrl-checkpoint-v1"
+_NAME = re.compile(r"checkpoint_(\d{9})\.pt$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be used; the message is one line meant for the user."""
+
+
+def checkpoint_dir(run_dir: str) -> str:
+    return os.path.join(run_dir, "checkpoints")
+
+
+def save(run_dir: str, state: dict, keep: int) -> str:
+    d = checkpoint_dir(run_dir)
+    os.makedirs(d, exist_ok=True)
+    state = dict(state, format=FORMAT)
+    final = os.path.join(d, f"checkpoint_{int(state['policy_version']):09d}.pt")
+    tmp = final + f".tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    dir_fd = os.open(d, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        os.remove(old)
+    return final
+
+
+def list_checkpoints(run_dir: str):
+    paths = [p for p in glob.glob(os.path.join(checkpoint_dir(run_dir), "checkpoint_*.pt")) if _NAME.search(p)]
+    return sorted(paths)
+
+
+def latest(run_dir: str) -> Optional[str]:
+    paths = list_checkpoints(run_dir)
+    return paths[-1] if paths else None
+
+
+def load(path: str) -> dict:
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a bad file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or not a torch checkpoint): {first}") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint {path} is not a {FORMAT} checkpoint of this trainer")
+    return state

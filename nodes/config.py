@@ -1,0 +1,170 @@
+"""Structured config: the schema every YAML file under conf/ is validated against.
+
+The defaults a user sees live in conf/*.yaml; the dataclasses here give the types (so a
+non-integer `sampler.num_workers` is refused by OmegaConf) and `validate()` gives the semantic
+checks. Both run in the launching process, before any worker process starts, and each failure
+is one line (`ConfigError`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+SAMPLER_MODES = ("async", "sync", "deterministic")
+IMPLEMENTED_MODES = ("async",)
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; the message is one line meant for the user."""
+
+
+@dataclass
+class EnvConfig:
+    name: str = "doom_basic"  # the conf/env/ file that selected this env
+    family: str = "doom"  # doom | gym
+    id: str = ""  # doom: scenario .cfg bundled with vizdoom; gym: a gymnasium id
+    frameskip: int = 4
+    width: int = 128  # observation size fed to the model (VizDoom renders 160x120, resized)
+    height: int = 72
+    reward_scale: float = 0.01  # training reward = game reward * reward_scale; logs stay unscaled
+    episode_timeout: int = 0  # VizDoom tics; 0 keeps the scenario's own
+    step_delay_s: float = 0.0  # artificial per-step delay (slow-node tests)
+
+
+@dataclass
+class SamplerConfig:
+    mode: str = "async"
+    num_workers: int = 2  # rollout worker processes, one per core
+    envs_per_worker: int = 8
+    double_buffered: bool = True  # two env groups per worker, alternating
+    num_policy_workers: int = 1
+    rollout: int = 32  # trajectory length T (also the BPTT length)
+    batch_size: int = 1024  # samples per learner step; a multiple of `rollout`
+    pin_workers: bool = True  # pin rollout worker i to core i % ncores
+    num_slots: int = 0  # trajectory buffers in shared memory; 0 = enough for double buffering
+
+
+@dataclass
+class ModelConfig:
+    name: str = "simplified"
+    encoder: str = "auto"  # auto: conv for image observations, mlp for vectors
+    fc_size: int = 512
+    core: str = "gru"  # gru | none
+    hidden_size: int = 512
+
+
+@dataclass
+class AlgoConfig:
+    name: str = "appo"
+    lr: float = 1e-4
+    gamma: float = 0.99
+    vtrace: bool = True  # V-trace targets; off: GAE (gae_lambda) on the behaviour values
+    vtrace_rho: float = 1.0
+    vtrace_c: float = 1.0
+    gae_lambda: float = 0.95
+    ppo_clip: bool = True  # PPO clipped surrogate; off: plain policy gradient
+    clip_ratio: float = 0.1
+    value_loss_coeff: float = 0.5
+    entropy_coeff: float = 0.003
+    max_grad_norm: float = 4.0  # 0 disables clipping
+    adam_eps: float = 1e-6
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    normalize_advantages: bool = True
+
+
+@dataclass
+class TrainConfig:
+    max_env_frames: int = 10_000_000  # 0 = no limit
+    max_seconds: float = 0.0  # 0 = no limit
+    checkpoint_every_s: float = 300.0
+    keep_checkpoints: int = 2
+    status_every_s: float = 5.0
+    learner_threads: int = 0  # torch threads in the learner; 0 = number of cores
+    device: str = "cpu"
+
+
+@dataclass
+class SyncConfig:
+    timeout_s: float = 300.0  # collective timeout across nodes (used by sync/)
+
+
+@dataclass
+class BenchConfig:
+    seconds: float = 30.0  # measured seconds per phase (after warmup_s)
+    warmup_s: float = 10.0
+
+
+@dataclass
+class LauncherConfig:
+    name: str = "local"
+    partition: str = ""
+    wait: bool = False
+
+
+@dataclass
+class Config:
+    env: EnvConfig = field(default_factory=EnvConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    algo: AlgoConfig = field(default_factory=AlgoConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    sync: SyncConfig = field(default_factory=SyncConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    seed: int = 0
+    nodes: int = 1
+    run_dir: Optional[str] = None  # filled in by the launcher (Hydra's output dir)
+
+
+def validate(cfg: Any) -> None:
+    """Semantic checks on a composed config; raises ConfigError with one line."""
+    s, a, t, e = cfg.sampler, cfg.algo, cfg.train, cfg.env
+
+    def need(ok: bool, msg: str) -> None:
+        if not ok:
+            raise ConfigError(msg)
+
+    need(cfg.nodes >= 1, f"nodes must be >= 1, got {cfg.nodes}")
+    need(s.mode in SAMPLER_MODES, f"sampler.mode must be one of {', '.join(SAMPLER_MODES)}, got '{s.mode}'")
+    need(s.mode in IMPLEMENTED_MODES, f"sampler.mode={s.mode} is not implemented yet (available: {', '.join(IMPLEMENTED_MODES)})")
+    need(s.num_workers >= 1, f"sampler.num_workers must be >= 1, got {s.num_workers}")
+    need(s.envs_per_worker >= 1, f"sampler.envs_per_worker must be >= 1, got {s.envs_per_worker}")
+    need(not s.double_buffered or s.envs_per_worker % 2 == 0,
+         f"sampler.envs_per_worker must be even with sampler.double_buffered=true (two equal groups), got {s.envs_per_worker}")
+    need(s.num_policy_workers >= 1, f"sampler.num_policy_workers must be >= 1, got {s.num_policy_workers}")
+    need(s.rollout >= 1, f"sampler.rollout must be >= 1, got {s.rollout}")
+    need(s.batch_size >= s.rollout and s.batch_size % s.rollout == 0,
+         f"sampler.batch_size ({s.batch_size}) must be a positive multiple of sampler.rollout ({s.rollout})")
+    need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
+    need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
+    need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
+    need(a.max_grad_norm >= 0, f"algo.max_grad_norm must be >= 0, got {a.max_grad_norm}")
+    need(t.max_env_frames >= 0, f"train.max_env_frames must be >= 0, got {t.max_env_frames}")
+    need(t.max_seconds >= 0, f"train.max_seconds must be >= 0, got {t.max_seconds}")
+    need(t.checkpoint_every_s > 0, f"train.checkpoint_every_s must be > 0, got {t.checkpoint_every_s}")
+    need(t.keep_checkpoints >= 1, f"train.keep_checkpoints must be >= 1, got {t.keep_checkpoints}")
+    need(t.device == "cpu" or t.device.startswith("cuda"), f"train.device must be cpu or cuda[:N], got '{t.device}'")
+    need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
+    need(cfg.model.core in ("gru", "none"), f"model.core must be gru or none, got '{cfg.model.core}'")
+    need(cfg.model.encoder in ("auto", "conv", "mlp"), f"model.encoder must be auto, conv or mlp, got '{cfg.model.encoder}'")
+    need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")
+    need(cfg.sync.timeout_s > 0, f"sync.timeout_s must be > 0, got {cfg.sync.timeout_s}")
+    if t.device.startswith("cuda"):
+        import torch
+        need(torch.cuda.is_available(), f"train.device={t.device} but no CUDA device is available")
+    # Imported here so that the env registry is the single place that knows env families.
+    from nodes.envs import check_env_config
+    check_env_config(e)
+
+
+def num_slots(s: Any) -> int:
+    """Trajectory buffers: one in flight per env, plus three batches (filling, copying, spare)."""
+    if s.num_slots:
+        return s.num_slots
+    return s.num_workers * s.envs_per_worker + 3 * (s.batch_size // s.rollout)
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0))

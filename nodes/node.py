@@ -1,0 +1,294 @@
+"""A node: rollout workers + policy workers (processes) and the learner (this process).
+
+`Node(cfg).run()` trains until a stop condition, a signal or a failure, then stops every
+process, writes a final checkpoint and returns the run summary. `Node(cfg).measure(phase, s)`
+runs the same layout without learning ("sample") or without inference ("simulate") for the
+benchmark. Everything that crosses machines is passed in (sync_hook, gather, is_writer), so
+this module knows nothing of other nodes.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import queue
+import signal
+import threading
+import time
+from typing import Callable, List, Optional
+
+import torch
+
+from nodes import checkpoint as ckpt
+from nodes.buffers import Control, allocate
+from nodes.config import cpu_count
+from nodes.envs import env_spec
+from nodes.learner import Batcher, Learner, identity_sync
+from nodes.models import ActorCritic
+from nodes.policy_worker import run_policy_worker
+from nodes.processes import Channels, spawn, start_janitor, stop_janitor
+from nodes.rollout_worker import run_rollout_worker
+from nodes.stats import RunStats, TensorBoard
+from nodes.weights import SharedWeights
+
+log = logging.getLogger("nodes")
+
+
+class WorkerFailed(RuntimeError):
+    """A worker process died or raised; the message names it."""
+
+
+class Stopped(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def param_checksum(model: torch.nn.Module) -> str:
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+class Node:
+    def __init__(self, cfg, sync_hook=identity_sync, is_writer: bool = True,
+                 gather: Optional[Callable[[str], List[str]]] = None):
+        self.cfg = cfg
+        self.run_dir = cfg.run_dir
+        self.is_writer = is_writer
+        self.gather = gather or (lambda x: [x])
+        self.spec = env_spec(cfg.env)
+        torch.manual_seed(cfg.seed)
+        torch.set_num_threads(cfg.train.learner_threads or cpu_count())
+        self.model = ActorCritic(self.spec, cfg.model)
+        self.learner = Learner(self.model, cfg.algo, sync_hook)
+        self.stats = RunStats()
+        self.resumed_from: Optional[str] = None
+        self._signal: Optional[int] = None
+
+    # ----------------------------------------------------------------- resume / checkpoints
+    def restore(self) -> None:
+        path = ckpt.latest(self.run_dir)
+        if path is None:
+            return
+        state = ckpt.load(path)
+        try:
+            self.learner.load_state_dict(state)
+        except (RuntimeError, KeyError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ckpt.CheckpointError(f"checkpoint {path} does not fit this model/config: {first}") from None
+        self.stats = RunStats(int(state["env_frames"]), int(state["episodes"]), state["recent_rewards"])
+        self.resumed_from = path
+        log.info("resumed from %s: %d env frames, policy version %d", path, self.stats.env_frames,
+                 self.learner.version)
+
+    def save_checkpoint(self) -> None:
+        if not self.is_writer:
+            return
+        state = self.learner.state_dict()
+        state.update(env_frames=self.stats.env_frames, episodes=self.stats.episodes,
+                     recent_rewards=list(self.stats.rewards))
+        path = ckpt.save(self.run_dir, state, self.cfg.train.keep_checkpoints)
+        log.info("checkpoint %s", path)
+
+    # ----------------------------------------------------------------- processes
+    def _start(self, phase: str) -> None:
+        cfg, s = self.cfg, self.cfg.sampler
+        self.control = Control.create(s.num_workers)
+        self.channels = Channels.create(s.num_workers)
+        self.buffers = allocate(self.spec, s, self.model.hidden_size)
+        self.weights = SharedWeights(self.model)
+        self.weights.publish(self.model, self.learner.version)
+        self.janitor = start_janitor()
+        pgid = self.janitor.pid
+        self.procs = []
+        ch = self.channels
+        if phase != "simulate":
+            for i in range(s.num_policy_workers):
+                self.procs.append(spawn(run_policy_worker, f"policy worker {i}", pgid, None, ch.reports,
+                                        cfg, i, self.spec, self.buffers, ch, self.control, self.weights))
+            ch.free_slots.put_many(list(range(self.buffers.num_slots)))
+        ncpu = sorted(os.sched_getaffinity(0))
+        for w in range(s.num_workers):
+            cpu = ncpu[w % len(ncpu)] if s.pin_workers else None
+            self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
+                                    cfg, w, self.buffers, ch, self.control, phase == "simulate"))
+        self.batch_stop = threading.Event()
+        self.batcher = None
+        if phase != "simulate":
+            self.batcher = Batcher(self.buffers, ch, s.batch_size // s.rollout, self.batch_stop)
+            self.batcher.start()
+        self._await_ready(s.num_workers + (s.num_policy_workers if phase != "simulate" else 0))
+
+    def _await_ready(self, n: int, timeout: float = 300.0) -> None:
+        deadline = time.time() + timeout
+        ready = 0
+        while ready < n:
+            if time.time() > deadline:
+                raise WorkerFailed(f"workers not ready after {timeout:.0f} s ({ready}/{n})")
+            ready += sum(1 for m in self._drain_reports() if m[0] == "ready")
+            self._check_alive()
+
+    def _drain_reports(self):
+        try:
+            msgs = self.channels.reports.get_many(timeout=0.05)
+        except queue.Empty:
+            return []
+        for m in msgs:
+            if m[0] == "episode":
+                self.stats.add_episode(m[1], m[2])
+            elif m[0] == "error":
+                raise WorkerFailed(f"{m[1]} crashed:\n{m[2].rstrip()}")
+        return msgs
+
+    def _check_alive(self) -> None:
+        for p in self.procs:
+            if p.exitcode is not None and not self.control.stop[0]:
+                self._drain_reports()  # prefer the worker's own traceback if it sent one
+                raise WorkerFailed(f"{p.name} exited unexpectedly (exit code {p.exitcode})")
+        if self._signal is not None:
+            raise Stopped(self._signal)
+
+    def _stop(self) -> None:
+        if not hasattr(self, "control"):
+            return
+        self.control.stop[0] = 1
+        self.batch_stop.set()
+        deadline = time.time() + 15
+        for p in self.procs:
+            p.join(max(0.1, deadline - time.time()))
+        for p in self.procs:
+            if p.is_alive():
+                log.warning("%s did not stop in time; killing it", p.name)
+                p.kill()
+                p.join(5)
+        if self.batcher is not None:
+            self.batcher.join(5)
+        stop_janitor(self.janitor)
+
+    def _on_signal(self, signum, frame) -> None:
+        if self._signal is not None:  # second Ctrl-C: stop waiting for a clean shutdown
+            raise KeyboardInterrupt
+        self._signal = signum
+        log.warning("received %s: stopping after the current step", signal.Signals(signum).name)
+
+    def _install_signals(self):
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        return {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    # ----------------------------------------------------------------- training
+    def run(self) -> dict:
+        """Train; returns the summary (also written to run_dir/summary.json by the writer)."""
+        cfg, t = self.cfg, self.cfg.train
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.restore()
+        old = self._install_signals()
+        tb = TensorBoard(os.path.join(self.run_dir, "tb")) if self.is_writer else None
+        outcome, error = "finished", None
+        frames_per_sample = cfg.env.frameskip
+        try:
+            self._start("train")
+            self.stats.start_time = time.time()
+            self.stats.start_frames = self.stats.env_frames
+            next_status = time.time() + t.status_every_s
+            next_ckpt = time.time() + t.checkpoint_every_s
+            log.info("training: %d rollout workers x %d envs, %d policy worker(s), batch %d, rollout %d",
+                     cfg.sampler.num_workers, cfg.sampler.envs_per_worker, cfg.sampler.num_policy_workers,
+                     cfg.sampler.batch_size, cfg.sampler.rollout)
+            while True:
+                if t.max_env_frames and self.stats.env_frames >= t.max_env_frames:
+                    break
+                if t.max_seconds and self.stats.seconds >= t.max_seconds:
+                    break
+                self._drain_reports()
+                self._check_alive()
+                batch = self.batcher.get(timeout=0.05)
+                if batch is not None:
+                    train = self.learner.train_step(batch)
+                    self.weights.publish(self.model, self.learner.version)
+                    self.stats.add_frames(train["global_samples"] * frames_per_sample)
+                    train["version"] = self.learner.version
+                    self.stats.last_train = train
+                    if tb:
+                        tb.write(self.stats, train)
+                now = time.time()
+                if now >= next_status:
+                    next_status = now + t.status_every_s
+                    if self.is_writer:
+                        log.info(self.stats.status_line())
+                if now >= next_ckpt:
+                    next_ckpt = now + t.checkpoint_every_s
+                    self.save_checkpoint()
+        except Stopped as exc:
+            outcome, error = f"stopped by {exc}", exc
+        except KeyboardInterrupt as exc:
+            outcome, error = "interrupted", exc
+        except WorkerFailed as exc:
+            outcome, error = "failed", exc
+            log.error("%s", exc)
+        finally:
+            seconds = self.stats.seconds
+            self._stop()
+            for s, h in old.items():
+                signal.signal(s, h)
+            if outcome != "failed" or self.learner.version > 0:
+                self.save_checkpoint()
+            summary = self.summary(seconds, outcome)
+            if tb:
+                tb.close()
+            log.info("run %s: %s", outcome, json.dumps({k: v for k, v in summary.items() if k != "param_checksums"}))
+        if isinstance(error, (WorkerFailed, KeyboardInterrupt)):
+            raise error
+        if isinstance(error, Stopped):
+            raise error
+        return summary
+
+    def summary(self, seconds: float, outcome: str) -> dict:
+        st = self.stats
+        checksums = self.gather(param_checksum(self.model))
+        summary = dict(
+            env_frames=st.env_frames, seconds=round(seconds, 3),
+            fps=round((st.env_frames - st.start_frames) / max(seconds, 1e-9), 1),
+            episodes=st.episodes, mean_episode_reward=st.mean_reward(),
+            policy_version=self.learner.version, nodes=len(checksums), param_checksums=checksums,
+            outcome=outcome, resumed_from=self.resumed_from,
+            policy_lag_mean=st.last_train.get("policy_lag_mean"),
+        )
+        if self.is_writer:
+            path = os.path.join(self.run_dir, "summary.json")
+            with open(path + ".tmp", "w") as f:
+                json.dump(summary, f, indent=2)
+            os.replace(path + ".tmp", path)
+        return summary
+
+    # ----------------------------------------------------------------- benchmark phases
+    def measure(self, phase: str, seconds: float, warmup_s: float) -> float:
+        """Env frames/s of one phase: "simulate", "sample" or "train", after a warm-up."""
+        old = self._install_signals()
+        fs = self.cfg.env.frameskip
+        try:
+            self._start(phase)
+            t_end = time.time() + warmup_s + seconds
+            t0 = None
+            while True:
+                now = time.time()
+                if t0 is None and now >= t_end - seconds:
+                    t0, s0 = now, int(self.control.worker_steps.sum())
+                if now >= t_end:
+                    return (int(self.control.worker_steps.sum()) - s0) * fs / (now - t0)
+                self._drain_reports()
+                self._check_alive()
+                if phase == "simulate":
+                    time.sleep(0.05)
+                    continue
+                batch = self.batcher.get(timeout=0.05)
+                if batch is not None and phase == "train":
+                    self.learner.train_step(batch)
+                    self.weights.publish(self.model, self.learner.version)
+        finally:
+            self._stop()
+            for s, h in old.items():
+                signal.signal(s, h)

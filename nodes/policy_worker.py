@@ -1,0 +1,52 @@
+"""Policy worker: batched inference over every env group that is waiting for an action.
+
+Stateless (hidden states live in shared memory), so any number of policy workers can serve any
+env. Each loop takes all pending requests, runs one forward pass, writes actions, log-probs,
+values, the policy version and (at a slot's first step) the initial hidden state into the
+trajectory buffers, and tells each rollout worker which of its groups may step.
+"""
+from __future__ import annotations
+
+import queue
+
+import torch
+
+from nodes.buffers import env_groups
+from nodes.models import ActorCritic
+from nodes.weights import WeightsReader
+
+
+def run_policy_worker(cfg, index: int, spec, buffers, channels, control, shared_weights) -> None:
+    torch.manual_seed(cfg.seed * 7919 + index + 1)
+    model = ActorCritic(spec, cfg.model)
+    model.eval()
+    weights = WeightsReader(shared_weights, model)
+    while not weights.maybe_update():  # the learner publishes version 0 before we start
+        pass
+    groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
+    channels.reports.put(("ready", f"policy{index}"))
+    while not control.stop[0]:
+        try:
+            requests = channels.requests.get_many(timeout=0.1)
+        except queue.Empty:
+            continue
+        weights.maybe_update()
+        env_ids = torch.cat([groups[w][g] for w, g in requests])
+        slots = buffers.env_slot[env_ids]
+        ts = buffers.env_t[env_ids]
+        h = buffers.env_h[env_ids]
+        with torch.inference_mode():
+            logits, values, h_new = model.step(buffers.obs[slots, ts], h)
+            logp_all = torch.log_softmax(logits, -1)
+            actions = torch.multinomial(logp_all.exp(), 1).squeeze(1)
+            buffers.actions[slots, ts] = actions
+            buffers.logp[slots, ts] = logp_all.gather(1, actions[:, None]).squeeze(1)
+            buffers.values[slots, ts] = values
+            buffers.versions[slots, ts] = weights.version
+            first = ts == 0
+            if bool(first.any()):
+                buffers.h0[slots[first]] = h[first]
+            if model.recurrent:
+                buffers.env_h[env_ids] = h_new
+        for w, g in requests:
+            channels.actions[w].put(g)

@@ -1,0 +1,141 @@
+"""Rollout worker: one process (pinned to one core) stepping k envs in two alternating groups.
+
+Double-buffered sampling (seed paper, section 3.1): while the policy worker computes actions for
+group A, this process steps group B, so neither the CPU core nor the policy worker waits. With
+`sampler.double_buffered=false` all k envs form one group and the worker idles during inference.
+
+Observations go straight into the env's current trajectory slot; only (worker, group) pairs and
+finished slot numbers travel through the queues.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import time
+
+import numpy as np
+
+from nodes.buffers import env_groups
+from nodes.envs import env_spec, make_env
+
+
+class GroupStepper:
+    """The bookkeeping of one worker's envs over the shared buffers (no processes, no queues).
+
+    Kept apart from the process loop so the slot/step index logic is testable on its own.
+    """
+
+    def __init__(self, cfg, worker: int, buffers, channels, envs, control):
+        self.cfg, self.w, self.ch, self.envs, self.control = cfg, worker, channels, envs, control
+        self.T = buffers.rollout
+        self.k = cfg.sampler.envs_per_worker
+        self.groups = env_groups(cfg.sampler)[worker]
+        self.scale = cfg.env.reward_scale
+        # numpy views of shared memory: scalar indexing is much cheaper than on torch tensors
+        self.obs = buffers.obs.numpy()
+        self.actions = buffers.actions.numpy()
+        self.rewards = buffers.rewards.numpy()
+        self.dones = buffers.dones.numpy()
+        self.env_slot = buffers.env_slot.numpy()
+        self.env_t = buffers.env_t.numpy()
+        self.env_h = buffers.env_h.numpy()
+        self.steps = control.worker_steps.numpy()
+        self.ep_return = np.zeros(self.k)
+        self.ep_len = np.zeros(self.k, dtype=np.int64)
+
+    def stopping(self) -> bool:
+        return bool(self.control.stop[0])
+
+    def take_free_slot(self) -> int:
+        while True:
+            try:
+                return self.ch.free_slots.get(timeout=0.1)
+            except queue.Empty:
+                if self.stopping():
+                    raise SystemExit(0)
+
+    def start(self) -> None:
+        for g, ids in enumerate(self.groups):
+            for e in ids:
+                slot = self.take_free_slot()
+                self.env_slot[e], self.env_t[e] = slot, 0
+                self.env_h[e] = 0.0
+                self.obs[slot, 0] = self.envs[e - self.w * self.k].reset()
+            self.ch.requests.put((self.w, g))
+
+    def step_group(self, g: int) -> None:
+        """Apply the policy's actions to group g's envs and record the results."""
+        finished = []
+        for e in self.groups[g]:
+            i = e - self.w * self.k
+            slot, t = int(self.env_slot[e]), int(self.env_t[e])
+            obs, reward, done = self.envs[i].step(self.actions[slot, t])
+            self.rewards[slot, t] = reward * self.scale
+            self.dones[slot, t] = done
+            self.ep_return[i] += reward
+            self.ep_len[i] += 1
+            if done:
+                self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i])))
+                self.ep_return[i], self.ep_len[i] = 0.0, 0
+                obs = self.envs[i].reset()
+                self.env_h[e] = 0.0
+            t += 1
+            if t == self.T:
+                self.obs[slot, t] = obs  # bootstrap observation of the finished slot
+                finished.append(slot)
+                slot, t = self.take_free_slot(), 0
+                self.env_slot[e] = slot
+            self.obs[slot, t] = obs
+            self.env_t[e] = t
+        if finished:
+            self.ch.trajectories.put_many(finished)
+        self.steps[self.w] += len(self.groups[g])
+        self.ch.requests.put((self.w, g))
+
+
+def run_rollout_worker(cfg, worker: int, buffers, channels, control, random_actions: bool = False) -> None:
+    # VizDoom writes _vizdoom/ and _vizdoom.ini into the working directory; a private one per
+    # worker avoids the start-up race between instances.
+    workdir = os.path.join(cfg.run_dir, ".workers", f"rollout{worker}")
+    os.makedirs(workdir, exist_ok=True)
+    os.chdir(workdir)
+    k = cfg.sampler.envs_per_worker
+    envs = []
+    try:
+        for i in range(k):
+            envs.append(make_env(cfg.env, seed=cfg.seed * 1_000_003 + worker * k + i))
+        channels.reports.put(("ready", f"rollout{worker}"))
+        if random_actions:
+            _simulate(cfg, worker, envs, buffers, control)
+            return
+        stepper = GroupStepper(cfg, worker, buffers, channels, envs, control)
+        stepper.start()
+        while not stepper.stopping():
+            try:
+                groups = channels.actions[worker].get_many(timeout=0.1)
+            except queue.Empty:
+                continue
+            for g in groups:
+                stepper.step_group(g)
+    finally:
+        for env in envs:
+            env.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _simulate(cfg, worker: int, envs, buffers, control) -> None:
+    """Pure simulation for the benchmark: random actions, same envs and obs writes, no policy."""
+    spec = env_spec(cfg.env)
+    rng = np.random.default_rng(cfg.seed + worker)
+    obs_buf = buffers.obs.numpy()
+    steps = control.worker_steps.numpy()
+    slots = [(worker * len(envs) + i) % buffers.num_slots for i in range(len(envs))]
+    for env, slot in zip(envs, slots):
+        obs_buf[slot, 0] = env.reset()
+    while not control.stop[0]:
+        actions = rng.integers(0, spec.num_actions, size=len(envs))
+        for env, slot, a in zip(envs, slots, actions):
+            obs, _, done = env.step(a)
+            obs_buf[slot, 0] = env.reset() if done else obs
+        steps[worker] += len(envs)

@@ -1,0 +1,75 @@
+"""Run statistics of one node: frames, episodes, recent rewards, rates; TensorBoard output."""
+from __future__ import annotations
+
+import collections
+import time
+from typing import Dict, Optional
+
+
+class RunStats:
+    def __init__(self, env_frames: int = 0, episodes: int = 0, recent_rewards=(), window: int = 100):
+        self.env_frames = env_frames  # frames trained on, over all sessions of this run
+        self.episodes = episodes
+        self.rewards = collections.deque(recent_rewards, maxlen=window)
+        self.lengths = collections.deque(maxlen=window)
+        self.start_frames = env_frames
+        self.start_time = time.time()
+        self._rate_points = collections.deque(maxlen=64)  # (time, frames) for a 10 s rate
+        self._rate_points.append((self.start_time, env_frames))
+        self.last_train: Dict[str, float] = {}
+
+    def add_episode(self, reward: float, length: int) -> None:
+        self.episodes += 1
+        self.rewards.append(reward)
+        self.lengths.append(length)
+
+    def add_frames(self, frames: int) -> None:
+        self.env_frames += frames
+        self._rate_points.append((time.time(), self.env_frames))
+
+    @property
+    def seconds(self) -> float:
+        return time.time() - self.start_time
+
+    def fps(self, window_s: Optional[float] = 10.0) -> float:
+        now = time.time()
+        if window_s is None:
+            t0, f0 = self.start_time, self.start_frames
+        else:
+            t0, f0 = next(((t, f) for t, f in self._rate_points if now - t <= window_s), self._rate_points[-1])
+        return (self.env_frames - f0) / max(now - t0, 1e-9)
+
+    def mean_reward(self) -> Optional[float]:
+        return sum(self.rewards) / len(self.rewards) if self.rewards else None
+
+    def status_line(self) -> str:
+        r = self.mean_reward()
+        reward = f"{r:.1f} ({len(self.rewards)} ep)" if r is not None else "n/a (no episode yet)"
+        lag = self.last_train.get("policy_lag_mean")
+        lag_s = f"{lag:.2f} (max {self.last_train.get('policy_lag_max', 0):.0f})" if lag is not None else "n/a"
+        return (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
+                f"reward {reward} | policy lag {lag_s} | version {int(self.last_train.get('version', 0))}")
+
+
+class TensorBoard:
+    """Scalars for TensorBoard; created only on the node that writes logs."""
+
+    def __init__(self, log_dir: str):
+        from torch.utils.tensorboard import SummaryWriter
+        self.writer = SummaryWriter(log_dir=log_dir)
+
+    def write(self, stats: RunStats, train: Dict[str, float]) -> None:
+        step = stats.env_frames
+        w = self.writer
+        w.add_scalar("perf/fps", stats.fps(), step)
+        for k in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "ratio_dev",
+                  "policy_lag_mean", "policy_lag_max", "step_s"):
+            if k in train:
+                w.add_scalar(f"train/{k}", train[k], step)
+        r = stats.mean_reward()
+        if r is not None:
+            w.add_scalar("episode/reward", r, step)
+            w.add_scalar("episode/length", sum(stats.lengths) / max(len(stats.lengths), 1), step)
+
+    def close(self) -> None:
+        self.writer.close()
