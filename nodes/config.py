@@ -42,7 +42,7 @@ class SamplerConfig:
     rollout: int = 32  # trajectory length T (also the BPTT length)
     batch_size: int = 1024  # samples per learner step; a multiple of `rollout`
     pin_workers: bool = True  # pin rollout worker i to core i % ncores
-    num_slots: int = 0  # trajectory buffers in shared memory; 0 = enough for double buffering
+    num_slots: int = 0  # trajectory buffers in shared memory; 0 = 2 per env + one batch
 
 
 @dataclass
@@ -137,6 +137,9 @@ def validate(cfg: Any) -> None:
     need(s.rollout >= 1, f"sampler.rollout must be >= 1, got {s.rollout}")
     need(s.batch_size >= s.rollout and s.batch_size % s.rollout == 0,
          f"sampler.batch_size ({s.batch_size}) must be a positive multiple of sampler.rollout ({s.rollout})")
+    envs, per_batch = s.num_workers * s.envs_per_worker, s.batch_size // max(s.rollout, 1)
+    need(s.num_slots == 0 or s.num_slots >= envs + per_batch,
+         f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout ({per_batch}), else sampling deadlocks")
     need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
     need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
     need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
@@ -160,10 +163,13 @@ def validate(cfg: Any) -> None:
 
 
 def num_slots(s: Any) -> int:
-    """Trajectory buffers: one in flight per env, plus three batches (filling, copying, spare)."""
+    """Trajectory buffers: two per env (one filling, one finished) plus one learner batch.
+
+    When the learner is the bottleneck, every extra slot only adds policy lag, so keep it small.
+    """
     if s.num_slots:
         return s.num_slots
-    return s.num_workers * s.envs_per_worker + 3 * (s.batch_size // s.rollout)
+    return 2 * s.num_workers * s.envs_per_worker + s.batch_size // s.rollout
 
 
 def cpu_count() -> int:

@@ -105,6 +105,7 @@ class Learner:
     def train_step(self, batch) -> Dict[str, float]:
         t0 = time.perf_counter()
         lag = (self.version - batch.versions).float()
+        self.model.obs_norm.update(batch.obs[:, :-1])
         parts = self.loss(batch)
         self.optimizer.zero_grad(set_to_none=False)
         parts["loss"].backward()

@@ -1,6 +1,7 @@
 """Any gymnasium env with a flat Box observation and a Discrete action space (fast tests)."""
 from __future__ import annotations
 
+import importlib
 import time
 
 import numpy as np
@@ -13,7 +14,13 @@ def check(env_cfg) -> None:
     import gymnasium as gym
     if not env_cfg.id:
         raise ConfigError("env=gym needs env.id, e.g. env.id=CartPole-v1")
-    if env_cfg.id not in gym.registry:
+    module, _, name = env_cfg.id.rpartition(":")  # "pkg.module:EnvId" registers EnvId on import
+    if module:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"cannot import '{module}' for env.id '{env_cfg.id}': {exc}") from None
+    if name not in gym.registry:
         raise ConfigError(f"unknown gymnasium env id '{env_cfg.id}'")
     s = spec(env_cfg)
     if len(s.obs_shape) != 1:

@@ -1,0 +1,29 @@
+"""Tiny gymnasium envs for tests, made by `gym.make("tests.envs:<Id>")` in any process."""
+import gymnasium as gym
+import numpy as np
+
+
+class SignBandit(gym.Env):
+    """Reward 1 when the action equals the sign of obs[0] (1 if positive, else 0); 8-step episodes.
+
+    Learnable only if observations, actions and rewards line up step by step through the whole
+    sampler: a perfect policy scores 8 per episode, a random one 4.
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return self.obs, {}
+
+    def step(self, action):
+        reward = float(int(action) == int(self.obs[0] > 0))
+        self.t += 1
+        self.obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return self.obs, reward, self.t >= 8, False, {}
+
+
+gym.register("SignBandit-v0", entry_point=SignBandit)

@@ -1,0 +1,39 @@
+"""Bad input is refused with one clear line (exit code 2) before any worker process starts."""
+import os
+
+import pytest
+
+from conftest import run_module
+
+CASES = [
+    (["env=doom_nosuch"], "unknown env 'doom_nosuch' (available:"),
+    (["sampler.envs_per_worker=7"], "sampler.envs_per_worker must be even with sampler.double_buffered=true"),
+    (["sampler.batch_size=1000"], "sampler.batch_size (1000) must be a positive multiple of sampler.rollout (32)"),
+    (["algo.lr=0"], "algo.lr must be > 0, got 0.0"),
+    (["algo.lr=-1e-4"], "algo.lr must be > 0"),
+    (["nodes=0"], "nodes must be >= 1, got 0"),
+    (["env=gym", "env.id=NoSuchEnv-v0"], "unknown gymnasium env id 'NoSuchEnv-v0'"),
+    (["env=doom_basic", "env.id=nosuch.cfg"], "VizDoom scenario 'nosuch.cfg' is not bundled with vizdoom"),
+    (["sampler.mode=sync"], "sampler.mode=sync is not implemented yet"),
+    (["sampler.mode=bogus"], "sampler.mode must be one of async, sync, deterministic"),
+]
+
+
+@pytest.mark.parametrize("overrides,message", CASES, ids=[c[0][-1] for c in CASES])
+def test_bad_value_is_one_clear_line(tmp_path, overrides, message):
+    run_dir = str(tmp_path / "run")
+    proc = run_module("launch.train", f"hydra.run.dir={run_dir}", *overrides, check=False, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
+    # nothing was trained: no checkpoint, no summary, no worker directory
+    assert not os.path.exists(os.path.join(run_dir, "checkpoints"))
+    assert not os.path.exists(os.path.join(run_dir, "summary.json"))
+
+
+def test_envs_per_worker_odd_is_fine_without_double_buffering(tmp_path):
+    proc = run_module("launch.train", f"hydra.run.dir={tmp_path}/run", "env=gym", "sampler.envs_per_worker=3",
+                      "sampler.double_buffered=false", "train.max_env_frames=64", "sampler.batch_size=32",
+                      "sampler.rollout=16", "model.hidden_size=16", "model.fc_size=16", timeout=180)
+    assert proc.returncode == 0

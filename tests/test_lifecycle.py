@@ -1,0 +1,109 @@
+"""Run lifecycle through the real entry point: summary, TensorBoard, resume, signals, SIGKILL."""
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+
+from conftest import FAST_GYM, ROOT, summary, train
+from nodes import checkpoint as ckpt
+
+
+def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
+    train(run_dir, *FAST_GYM, "train.max_env_frames=2048", timeout=240)
+    first = summary(run_dir)
+    assert first["outcome"] == "finished" and first["nodes"] == 1
+    assert first["env_frames"] >= 2048 and first["episodes"] > 0
+    assert first["policy_version"] == first["env_frames"] // 128  # one step per batch of 128 frames
+    assert len(first["param_checksums"]) == 1 and len(first["param_checksums"][0]) == 64
+    assert os.path.isfile(os.path.join(run_dir, "config.yaml"))
+    assert os.path.isfile(os.path.join(run_dir, "train.log"))
+    # TensorBoard reads the event file back
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(os.path.join(run_dir, "tb"))
+    acc.Reload()
+    assert "perf/fps" in acc.Tags()["scalars"] and "episode/reward" in acc.Tags()["scalars"]
+    assert len(acc.Scalars("train/loss")) == first["policy_version"]
+    # the checkpoint holds the optimizer state of every step taken
+    state = ckpt.load(ckpt.latest(run_dir))
+    assert state["env_frames"] == first["env_frames"]
+    assert int(state["optimizer"]["state"][0]["step"]) == first["policy_version"]
+
+    # same run directory again: resumes, continues the frame counter and the optimizer
+    train(run_dir, *FAST_GYM, "train.max_env_frames=4096", timeout=240)
+    second = summary(run_dir)
+    assert second["resumed_from"] and second["resumed_from"].endswith(f"checkpoint_{first['policy_version']:09d}.pt")
+    assert second["env_frames"] >= 4096
+    assert second["policy_version"] == second["env_frames"] // 128
+    state = ckpt.load(ckpt.latest(run_dir))
+    assert int(state["optimizer"]["state"][0]["step"]) == second["policy_version"]
+    assert second["param_checksums"] != first["param_checksums"]
+    assert "resumed from" in open(os.path.join(run_dir, "train.log")).read()
+
+
+def test_foreign_checkpoint_in_run_dir_is_one_line_error(run_dir):
+    os.makedirs(ckpt.checkpoint_dir(run_dir))
+    torch.save({"model": {}}, os.path.join(ckpt.checkpoint_dir(run_dir), "checkpoint_000000005.pt"))
+    proc = train(run_dir, *FAST_GYM, "train.max_env_frames=256", check=False, timeout=120)
+    assert proc.returncode == 2
+    err = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "is not a distrl-checkpoint-v1 checkpoint" in err[0], proc.stderr
+
+
+def _start(run_dir, *overrides):
+    return subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *overrides],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _wait_for(proc, needle, timeout):
+    deadline, seen = time.time() + timeout, []
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        if needle in line:
+            return "".join(seen)
+    raise AssertionError(f"'{needle}' not seen in {timeout} s:\n{''.join(seen)[-3000:]}")
+
+
+def test_sigterm_stops_cleanly_with_final_checkpoint(run_dir):
+    proc = _start(run_dir, *FAST_GYM, "train.max_env_frames=0")
+    _wait_for(proc, "frames ", 120)  # a status line: training is under way
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert "received SIGTERM" in out
+    s = summary(run_dir)
+    assert s["outcome"] == "stopped by SIGTERM" and s["env_frames"] > 0
+    assert ckpt.load(ckpt.latest(run_dir))["env_frames"] == s["env_frames"]
+
+
+def _vizdoom_pids():
+    out = subprocess.run(["pgrep", "-f", "vizdoom -iwad"], capture_output=True, text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+def _shm():
+    return set(glob.glob("/dev/shm/*"))
+
+
+def test_sigkill_leaves_no_vizdoom_process_and_no_shm_segment(run_dir):
+    before_pids, before_shm = _vizdoom_pids(), _shm()
+    proc = _start(run_dir, "env=doom_basic", "sampler.num_workers=2", "sampler.envs_per_worker=4",
+                  "train.status_every_s=1")
+    _wait_for(proc, "frames ", 180)
+    ours = _vizdoom_pids() - before_pids
+    assert len(ours) == 8, "expected 8 VizDoom engines while training"
+    assert _shm() - before_shm, "VizDoom engines should hold /dev/shm segments while running"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+    time.sleep(10)
+    assert not (_vizdoom_pids() & ours), "VizDoom engines outlived a SIGKILLed trainer"
+    left = subprocess.run(["pgrep", "-f", f"hydra.run.dir={run_dir}"], capture_output=True, text=True).stdout
+    assert not left.strip(), f"trainer processes left: {left}"
+    assert not (_shm() - before_shm), f"/dev/shm segments left: {_shm() - before_shm}"

@@ -1,0 +1,132 @@
+"""Double-buffer alternation and trajectory-slot bookkeeping of a rollout worker, in-process.
+
+Real shared buffers and the real GroupStepper; the env is a counter (its observation is the
+number of steps it has taken) so every index can be checked exactly.
+"""
+import queue
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from nodes.buffers import Control, allocate, env_groups
+from nodes.config import Config
+from nodes.envs import EnvSpec
+from nodes.processes import Channels
+from nodes.rollout_worker import GroupStepper
+
+
+class CountingEnv:
+    def __init__(self, episode_len):
+        self.n, self.t, self.episode_len = 0, 0, episode_len
+        self.actions = []
+
+    def reset(self):
+        self.t = 0
+        return np.full(3, self.n, np.float32)
+
+    def step(self, action):
+        self.actions.append(int(action))
+        self.n += 1
+        self.t += 1
+        done = self.t >= self.episode_len
+        return (None if done else np.full(3, self.n, np.float32)), 1.0, done
+
+
+class ListQueue:
+    def __init__(self):
+        self.items = []
+
+    def put(self, x, timeout=None):
+        self.items.append(x)
+
+    def put_many(self, xs, timeout=None):
+        self.items.extend(xs)
+
+    def get(self, timeout=None):
+        if not self.items:
+            raise queue.Empty
+        return self.items.pop(0)
+
+
+def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2):
+    cfg = Config()
+    cfg.sampler.num_workers, cfg.sampler.envs_per_worker = 1, k
+    cfg.sampler.double_buffered, cfg.sampler.rollout, cfg.sampler.batch_size = double_buffered, rollout, rollout
+    cfg.env.reward_scale = 0.5
+    cfg.sampler.num_slots = 4 * k  # enough that no test waits for the learner to return slots
+    spec = EnvSpec((3,), np.float32, 2)
+    buffers = allocate(spec, cfg.sampler, hidden)
+    ch = SimpleNamespace(requests=ListQueue(), trajectories=ListQueue(), free_slots=ListQueue(), reports=ListQueue())
+    ch.free_slots.items = list(range(buffers.num_slots))
+    envs = [CountingEnv(episode_len) for _ in range(k)]
+    stepper = GroupStepper(cfg, 0, buffers, ch, envs, Control.create(1))
+    return stepper, buffers, ch, envs
+
+
+def test_env_groups_split_in_two_or_one():
+    cfg = Config()
+    cfg.sampler.num_workers, cfg.sampler.envs_per_worker = 2, 4
+    assert env_groups(cfg.sampler) == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
+    cfg.sampler.double_buffered = False
+    assert env_groups(cfg.sampler) == [[[0, 1, 2, 3]], [[4, 5, 6, 7]]]
+
+
+def test_double_buffering_steps_only_the_group_whose_actions_arrived():
+    stepper, buffers, ch, envs = make()
+    stepper.start()
+    assert ch.requests.items == [(0, 0), (0, 1)]  # both groups wait for inference at once
+    ch.requests.items.clear()
+    stepper.step_group(1)
+    assert [len(e.actions) for e in envs] == [0, 0, 1, 1]
+    assert ch.requests.items == [(0, 1)]  # group 1 asks again while group 0 is still pending
+    stepper.step_group(0)
+    stepper.step_group(1)
+    assert [len(e.actions) for e in envs] == [1, 1, 2, 2]
+    assert ch.requests.items == [(0, 1), (0, 0), (0, 1)]
+
+
+def test_single_buffer_steps_all_envs_together():
+    stepper, buffers, ch, envs = make(double_buffered=False)
+    stepper.start()
+    assert ch.requests.items == [(0, 0)]
+    stepper.step_group(0)
+    assert [len(e.actions) for e in envs] == [1, 1, 1, 1]
+
+
+def test_slot_fills_then_moves_to_a_fresh_slot():
+    stepper, buffers, ch, envs = make(rollout=3)
+    stepper.start()
+    first = [int(buffers.env_slot[e]) for e in range(4)]
+    assert len(set(first)) == 4
+    for t in range(3):
+        for e in range(4):
+            buffers.actions[first[e], t] = (e + t) % 2  # what a policy worker would write
+        stepper.step_group(0)
+        stepper.step_group(1)
+    # every env finished its slot after T=3 steps and moved on to a new one at step 0
+    assert sorted(ch.trajectories.items) == sorted(first)
+    now = [int(buffers.env_slot[e]) for e in range(4)]
+    assert not set(now) & set(first) and buffers.env_t.tolist() == [0, 0, 0, 0]
+    for e in range(4):
+        s = first[e]
+        # observations 0..3 of the slot are the env's counter; the bootstrap obs is the new slot's first
+        assert buffers.obs[s, :, 0].tolist() == [0, 1, 2, 3]
+        assert buffers.obs[now[e], 0, 0].item() == 3
+        assert buffers.rewards[s].tolist() == [0.5, 0.5, 0.5]  # scaled by env.reward_scale
+        assert envs[e].actions == [(e + t) % 2 for t in range(3)]
+
+
+def test_episode_end_marks_done_zeroes_hidden_state_and_reports_unscaled_reward():
+    stepper, buffers, ch, envs = make(rollout=4, episode_len=2)
+    stepper.start()
+    buffers.env_h.fill_(7.0)  # as if a policy worker had written hidden states
+    stepper.step_group(0)
+    assert buffers.env_h[0].tolist() == [7.0, 7.0]
+    stepper.step_group(0)  # second step ends the episode of envs 0 and 1
+    s = int(buffers.env_slot[0])
+    assert buffers.dones[s].tolist() == [False, True, False, False]
+    assert buffers.env_h[0].tolist() == [0.0, 0.0] and buffers.env_h[2].tolist() == [7.0, 7.0]
+    assert ch.reports.items == [("episode", 2.0, 2), ("episode", 2.0, 2)]
+    # the observation after the done is the reset observation of the new episode
+    assert buffers.obs[s, 2, 0].item() == envs[0].n
