@@ -91,6 +91,12 @@ class SlotBatch:
             setattr(self, name, getattr(buffers, name).index_select(0, idx))
         self.num_samples = len(slots) * buffers.rollout
 
+    def to(self, device: torch.device) -> "SlotBatch":
+        if device.type != "cpu":
+            for name in self.FIELDS:
+                setattr(self, name, getattr(self, name).to(device, non_blocking=True))
+        return self
+
 
 @dataclass
 class Control:

@@ -76,6 +76,7 @@ class Learner:
         self.optimizer = torch.optim.Adam(model.parameters(), lr=algo_cfg.lr, eps=algo_cfg.adam_eps,
                                           betas=(algo_cfg.adam_beta1, algo_cfg.adam_beta2))
         self.version = 0  # number of optimizer steps taken
+        self.device = next(model.parameters()).device
 
     def loss(self, batch) -> Dict[str, torch.Tensor]:
         c = self.cfg
@@ -104,8 +105,8 @@ class Learner:
 
     def train_step(self, batch) -> Dict[str, float]:
         t0 = time.perf_counter()
+        batch = batch.to(self.device)
         lag = (self.version - batch.versions).float()
-        self.model.obs_norm.update(batch.obs[:, :-1])
         parts = self.loss(batch)
         self.optimizer.zero_grad(set_to_none=False)
         parts["loss"].backward()
@@ -115,6 +116,9 @@ class Learner:
         grad_norm = (nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
                      if self.cfg.max_grad_norm > 0 else torch.tensor(0.0))
         self.optimizer.step()
+        # Observation statistics change the policy too, so they move with the version: updated
+        # after the loss, the learner's policy at loss time is exactly the published one.
+        self.model.obs_norm.update(batch.obs[:, :-1])
         self.version += 1
         stats = {k: float(v.detach()) for k, v in parts.items()}
         stats.update(grad_norm=float(grad_norm), policy_lag_mean=float(lag.mean()),

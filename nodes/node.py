@@ -62,7 +62,9 @@ class Node:
         self.spec = env_spec(cfg.env)
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.train.learner_threads or cpu_count())
-        self.model = ActorCritic(self.spec, cfg.model)
+        # The learner runs on train.device; policy workers run on the CPU and receive the weights
+        # through shared memory (SharedWeights copies them off the device after each step).
+        self.model = ActorCritic(self.spec, cfg.model).to(torch.device(cfg.train.device))
         self.learner = Learner(self.model, cfg.algo, sync_hook)
         self.stats = RunStats()
         self.resumed_from: Optional[str] = None
