@@ -12,6 +12,7 @@ import sys
 from typing import Optional
 
 from hydra.core.config_store import ConfigStore
+import yaml
 from omegaconf import OmegaConf
 
 from nodes.config import Config, ConfigError, validate
@@ -28,18 +29,34 @@ def refuse(message: str) -> None:
 
 
 def precheck_argv(argv) -> None:
-    """Refuse `group=option` overrides naming an option that conf/ does not have."""
+    """Refuse, in one line, overrides that Hydra would refuse in many.
+
+    `group=option` must name a file in conf/<group>/; `a.b=value` must name a key of the schema
+    and a value of its type. Sweeps (`a=1,2`) are checked value by value.
+    """
+    schema = OmegaConf.structured(Config)
     for arg in argv:
         if arg.startswith("-") or "=" not in arg:
             continue
         key, value = arg.split("=", 1)
         key = key.lstrip("+~")
-        if key not in GROUPS:
+        if key.startswith("hydra"):
             continue
-        options = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, key)) if f.endswith(".yaml"))
-        for v in value.split(","):  # multirun sweeps list several
-            if v not in options:
-                refuse(f"unknown {key} '{v}' (available: {', '.join(options)})")
+        values = value.split(",") if "," in value and not value.startswith(("[", "{")) else [value]
+        if key in GROUPS:
+            options = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, key)) if f.endswith(".yaml"))
+            for v in values:
+                if v not in options:
+                    refuse(f"unknown {key} '{v}' (available: {', '.join(options)})")
+            continue
+        if OmegaConf.select(schema, key, default="__missing__") == "__missing__":
+            refuse(f"unknown config key '{key}'")
+        for v in values:
+            try:
+                OmegaConf.update(schema, key, yaml.safe_load(v) if v else v, merge=True)
+            except Exception as exc:  # noqa: BLE001 - OmegaConf raises several validation types
+                first = str(exc).strip().splitlines()[0]
+                refuse(f"bad value for {key}: {first}")
 
 
 def resolve(cfg, run_dir: str) -> Config:

@@ -27,3 +27,18 @@ class SignBandit(gym.Env):
 
 
 gym.register("SignBandit-v0", entry_point=SignBandit)
+
+
+class CrashAfter(SignBandit):
+    """SignBandit that raises inside a rollout worker after 300 steps (crash handling tests)."""
+
+    steps = 0
+
+    def step(self, action):
+        CrashAfter.steps += 1
+        if CrashAfter.steps > 300:
+            raise RuntimeError("env exploded on purpose")
+        return super().step(action)
+
+
+gym.register("CrashAfter-v0", entry_point=CrashAfter)

