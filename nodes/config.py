@@ -30,6 +30,7 @@ class EnvConfig:
     reward_scale: float = 0.01  # training reward = game reward * reward_scale; logs stay unscaled
     episode_timeout: int = 0  # VizDoom tics; 0 keeps the scenario's own
     step_delay_s: float = 0.0  # artificial per-step delay (slow-node tests)
+    slow_rank: int = -1  # apply step_delay_s on this rank only; -1 = every rank
 
 
 @dataclass
@@ -87,7 +88,13 @@ class TrainConfig:
 
 @dataclass
 class SyncConfig:
-    timeout_s: float = 300.0  # collective timeout across nodes (used by sync/)
+    timeout_s: float = 300.0  # collective timeout across nodes: a dead peer becomes an error
+    straggler: bool = True  # a node that is behind contributes what it has once the others are ready
+    min_batch_frac: float = 0.25  # ... but at least this fraction of a batch (else it waits)
+    ready_frac: float = 0.5  # "the others are ready": this fraction of all ranks has a full batch
+    check_every: int = 50  # iterations between parameter-checksum comparisons
+    backend: str = "auto"  # auto: nccl when train.device is cuda, else gloo
+    master_port: int = 0  # 0: from the job id (Slurm) or a free port (local spawner)
 
 
 @dataclass
@@ -153,7 +160,12 @@ def validate(cfg: Any) -> None:
     need(cfg.model.core in ("gru", "none"), f"model.core must be gru or none, got '{cfg.model.core}'")
     need(cfg.model.encoder in ("auto", "conv", "mlp"), f"model.encoder must be auto, conv or mlp, got '{cfg.model.encoder}'")
     need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")
-    need(cfg.sync.timeout_s > 0, f"sync.timeout_s must be > 0, got {cfg.sync.timeout_s}")
+    y = cfg.sync
+    need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")
+    need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
+    need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
+    need(y.check_every >= 1, f"sync.check_every must be >= 1, got {y.check_every}")
+    need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
     if t.device.startswith("cuda"):
         import torch
         need(torch.cuda.is_available(), f"train.device={t.device} but no CUDA device is available")

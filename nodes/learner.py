@@ -1,78 +1,88 @@
 """Learner: a background batcher thread plus the APPO gradient step.
 
-The batcher copies finished trajectory slots into a batch (so rollout workers get the slots
-back at once) while the previous batch is being trained on. The step is: BPTT unroll, V-trace
-(or GAE) targets, PPO-clipped (or plain) policy loss + value loss - entropy bonus, backward,
-then `sync_hook(model, num_samples)`, then gradient-norm clipping and Adam.
+The batcher collects finished trajectory slots and copies a full batch out ahead of time (so
+rollout workers get the slots back at once and the copy overlaps the previous step). It can also
+hand over a partial batch on request: that is how a node that is behind its peers contributes
+the samples it has instead of stalling them (see nodes.peers).
 
-`sync_hook` is the seam for multi-node training: it receives the model with local gradients and
-the local sample count, may replace the gradients by global ones in place, and returns the global
-sample count. One node uses the identity. nodes/ never imports what supplies it.
+The step: BPTT unroll, V-trace (or GAE) targets, PPO-clipped (or plain) policy loss + value loss
+- entropy bonus, backward, `peers.reduce_gradients` (the sample-weighted mean over nodes; the
+identity for one node), gradient-norm clipping, Adam, then the observation statistics (their
+moments summed over nodes). nodes/ never imports what implements `peers`.
 """
 from __future__ import annotations
 
-import queue
 import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Dict, List, Optional
 
 import torch
 from torch import nn
 
 from nodes import losses
 from nodes.buffers import SlotBatch
-
-SyncHook = Callable[[nn.Module, int], int]
-
-
-def identity_sync(model: nn.Module, num_samples: int) -> int:
-    return num_samples
+from nodes.peers import Solo
 
 
 class Batcher(threading.Thread):
-    """Collects `per_batch` finished slots from the trajectory queue into SlotBatch objects."""
-
     def __init__(self, buffers, channels, per_batch: int, stop: threading.Event):
         super().__init__(name="batcher", daemon=True)
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
-        self.out: "queue.Queue[SlotBatch]" = queue.Queue(maxsize=1)
+        self.cond = threading.Condition()
+        self.pending: List[int] = []  # finished slots not yet in a batch
+        self.ready: Optional[SlotBatch] = None  # a full batch copied out ahead of time
         self.error: Optional[BaseException] = None
 
+    def _cut(self, n: int) -> SlotBatch:
+        slots, self.pending = self.pending[:n], self.pending[n:]
+        batch = SlotBatch(self.buffers, slots)
+        self.ch.free_slots.put_many(slots)
+        return batch
+
     def run(self) -> None:
-        pending = []
+        import queue
         try:
             while not self.stop_event.is_set():
                 try:
-                    pending += self.ch.trajectories.get_many(
-                        timeout=0.1, max_messages_to_get=self.per_batch - len(pending))
+                    got = self.ch.trajectories.get_many(timeout=0.05)
                 except queue.Empty:
-                    continue
-                if len(pending) < self.per_batch:
-                    continue
-                batch = SlotBatch(self.buffers, pending)
-                self.ch.free_slots.put_many(pending)
-                pending = []
-                while not self.stop_event.is_set():
-                    try:
-                        self.out.put(batch, timeout=0.1)
-                        break
-                    except queue.Full:
-                        continue
+                    got = []
+                with self.cond:
+                    self.pending += got
+                    if self.ready is None and len(self.pending) >= self.per_batch:
+                        self.ready = self._cut(self.per_batch)
+                        self.cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - surfaced by the main loop
             self.error = exc
 
-    def get(self, timeout: float) -> Optional[SlotBatch]:
+    def _check(self) -> None:
         if self.error is not None:
             raise RuntimeError(f"batcher failed: {self.error!r}") from self.error
-        try:
-            return self.out.get(timeout=timeout)
-        except queue.Empty:
-            return None
+
+    def get_full(self, timeout: float) -> Optional[SlotBatch]:
+        self._check()
+        with self.cond:
+            if self.ready is None:
+                self.cond.wait(timeout)
+            batch, self.ready = self.ready, None
+        return batch
+
+    def take_partial(self, min_slots: int) -> Optional[SlotBatch]:
+        """A full batch if there is one, else every pending slot if there are at least min_slots."""
+        self._check()
+        with self.cond:
+            if self.ready is not None:
+                batch, self.ready = self.ready, None
+                return batch
+            if len(self.pending) >= max(min_slots, 1):
+                return self._cut(min(len(self.pending), self.per_batch))
+        return None
 
 
 class Learner:
-    def __init__(self, model: nn.Module, algo_cfg, sync_hook: SyncHook = identity_sync):
-        self.model, self.cfg, self.sync_hook = model, algo_cfg, sync_hook
+    def __init__(self, model: nn.Module, algo_cfg, peers=None):
+        self.model, self.cfg = model, algo_cfg
+        self.peers = peers or Solo()
         self.optimizer = torch.optim.Adam(model.parameters(), lr=algo_cfg.lr, eps=algo_cfg.adam_eps,
                                           betas=(algo_cfg.adam_beta1, algo_cfg.adam_beta2))
         self.version = 0  # number of optimizer steps taken
@@ -111,14 +121,14 @@ class Learner:
         self.optimizer.zero_grad(set_to_none=False)
         parts["loss"].backward()
         t_sync = time.perf_counter()
-        global_samples = self.sync_hook(self.model, batch.num_samples)
+        global_samples = self.peers.reduce_gradients(self.model, batch.num_samples)
         t_sync = time.perf_counter() - t_sync
         grad_norm = (nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
                      if self.cfg.max_grad_norm > 0 else torch.tensor(0.0))
         self.optimizer.step()
         # Observation statistics change the policy too, so they move with the version: updated
         # after the loss, the learner's policy at loss time is exactly the published one.
-        self.model.obs_norm.update(batch.obs[:, :-1])
+        self.model.obs_norm.update(batch.obs[:, :-1], self.peers.all_sum)
         self.version += 1
         stats = {k: float(v.detach()) for k, v in parts.items()}
         stats.update(grad_norm=float(grad_norm), policy_lag_mean=float(lag.mean()),

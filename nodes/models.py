@@ -9,6 +9,7 @@ so behaviour and learner log-probabilities agree to float precision at equal par
 """
 from __future__ import annotations
 
+import hashlib
 from typing import Tuple
 
 import torch
@@ -31,10 +32,18 @@ class RunningNorm(nn.Module):
         self.clip = clip
 
     @torch.no_grad()
-    def update(self, x: torch.Tensor) -> None:
-        x = x.reshape(-1, *self.mean.shape).float()
-        n = x.shape[0]
-        b_mean, b_var = x.mean(0), x.var(0, unbiased=False)
+    def update(self, x: torch.Tensor, all_sum=None) -> None:
+        """Fold a batch in; `all_sum` sums the batch moments over nodes so every node agrees."""
+        x = x.reshape(-1, *self.mean.shape).double()  # float64: E[x^2] - E[x]^2 on 0..255 pixels
+        moments = torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64, device=x.device),
+                             x.sum(0).flatten(), x.pow(2).sum(0).flatten()])
+        if all_sum is not None:
+            moments = all_sum(moments)
+        n, size = moments[0], self.mean.numel()
+        b_mean = (moments[1 : 1 + size] / n).view_as(self.mean)
+        b_var = (moments[1 + size :] / n).view_as(self.mean) - b_mean.pow(2)
+        b_var = b_var.clamp_(min=0.0).float()
+        b_mean, n = b_mean.float(), n.float()
         total = self.count + n
         delta = b_mean - self.mean
         self.mean += delta * (n / total)
@@ -124,3 +133,11 @@ def _init(module: nn.Module) -> None:
     if isinstance(module, (nn.Conv2d, nn.Linear)):
         nn.init.orthogonal_(module.weight, gain=1.0)
         nn.init.zeros_(module.bias)
+
+
+def param_checksum(model: nn.Module) -> str:
+    """sha256 over the parameters' bytes: equal on two ranks iff their parameters are bit-identical."""
+    h = hashlib.sha256()
+    for p in model.parameters():
+        h.update(p.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()

@@ -3,20 +3,26 @@
 `Node(cfg).run()` trains until a stop condition, a signal or a failure, then stops every
 process, writes a final checkpoint and returns the run summary. `Node(cfg).measure(phase, s)`
 runs the same layout without learning ("sample") or without inference ("simulate") for the
-benchmark. Everything that crosses machines is passed in (sync_hook, gather, is_writer), so
-this module knows nothing of other nodes.
+benchmark. Everything that crosses machines goes through `peers` (nodes.peers.Solo for one
+node; sync/ supplies the multi-node one), so this module knows nothing of other nodes.
+
+Every training iteration calls the peers at the same points on every rank: batch ready (or
+cut short because the others are ready), gradient reduction, observation-statistics sum, a
+small stats gather (which also carries each rank's wish to stop, so all ranks stop at the same
+iteration), and every `sync.check_every` iterations a parameter-checksum comparison.
 """
 from __future__ import annotations
 
-import hashlib
+import copy
 import json
+import math
 import logging
 import os
 import queue
 import signal
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 import torch
 
@@ -24,8 +30,9 @@ from nodes import checkpoint as ckpt
 from nodes.buffers import Control, allocate
 from nodes.config import cpu_count
 from nodes.envs import env_spec
-from nodes.learner import Batcher, Learner, identity_sync
-from nodes.models import ActorCritic
+from nodes.learner import Batcher, Learner
+from nodes.models import ActorCritic, param_checksum
+from nodes.peers import Solo
 from nodes.policy_worker import run_policy_worker
 from nodes.processes import Channels, spawn, start_janitor, stop_janitor
 from nodes.rollout_worker import run_rollout_worker
@@ -45,30 +52,32 @@ class Stopped(Exception):
         self.signum = signum
 
 
-def param_checksum(model: torch.nn.Module) -> str:
-    h = hashlib.sha256()
-    for p in model.parameters():
-        h.update(p.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
-
-
 class Node:
-    def __init__(self, cfg, sync_hook=identity_sync, is_writer: bool = True,
-                 gather: Optional[Callable[[str], List[str]]] = None):
+    def __init__(self, cfg, peers=None, is_writer: Optional[bool] = None):
+        self.peers = peers or Solo()
+        self.rank, self.world = self.peers.rank, self.peers.world_size
+        self.is_writer = self.peers.is_writer if is_writer is None else is_writer
         self.cfg = cfg
         self.run_dir = cfg.run_dir
-        self.is_writer = is_writer
-        self.gather = gather or (lambda x: [x])
+        # What the workers see: env and sampling seeds offset by rank; the artificial step delay
+        # (tests of slow nodes) only on env.slow_rank when that is set.
+        self.worker_cfg = copy.deepcopy(cfg)
+        self.worker_cfg.seed = cfg.seed + 100_003 * self.rank
+        if cfg.env.slow_rank >= 0 and cfg.env.slow_rank != self.rank:
+            self.worker_cfg.env.step_delay_s = 0.0
         self.spec = env_spec(cfg.env)
         torch.manual_seed(cfg.seed)
         torch.set_num_threads(cfg.train.learner_threads or cpu_count())
         # The learner runs on train.device; policy workers run on the CPU and receive the weights
         # through shared memory (SharedWeights copies them off the device after each step).
         self.model = ActorCritic(self.spec, cfg.model).to(torch.device(cfg.train.device))
-        self.learner = Learner(self.model, cfg.algo, sync_hook)
+        self.learner = Learner(self.model, cfg.algo, self.peers)
         self.stats = RunStats()
         self.resumed_from: Optional[str] = None
         self._signal: Optional[int] = None
+        # With several nodes a signal is a vote to stop at the end of the current iteration
+        # (all ranks must leave the lockstep loop together), not an immediate exception.
+        self._vote_stop = False
 
     # ----------------------------------------------------------------- resume / checkpoints
     def restore(self) -> None:
@@ -97,7 +106,7 @@ class Node:
 
     # ----------------------------------------------------------------- processes
     def _start(self, phase: str) -> None:
-        cfg, s = self.cfg, self.cfg.sampler
+        cfg, s = self.worker_cfg, self.cfg.sampler
         self.control = Control.create(s.num_workers)
         self.channels = Channels.create(s.num_workers)
         self.buffers = allocate(self.spec, s, self.model.hidden_size)
@@ -150,7 +159,7 @@ class Node:
             if p.exitcode is not None and not self.control.stop[0]:
                 self._drain_reports()  # prefer the worker's own traceback if it sent one
                 raise WorkerFailed(f"{p.name} exited unexpectedly (exit code {p.exitcode})")
-        if self._signal is not None:
+        if self._signal is not None and not self._vote_stop:
             raise Stopped(self._signal)
 
     def _stop(self) -> None:
@@ -182,48 +191,94 @@ class Node:
         return {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
 
     # ----------------------------------------------------------------- training
+    def _next_batch(self):
+        """A full local batch, or what this node has once the others are ready (straggler)."""
+        sc = self.cfg.sync
+        min_slots = math.ceil(sc.min_batch_frac * self.cfg.sampler.batch_size / self.cfg.sampler.rollout)
+        version = self.learner.version
+        while True:
+            t0 = time.perf_counter()
+            batch = self.batcher.get_full(timeout=0.01)
+            if batch is not None:
+                self.peers.mark_ready(version)
+                return batch
+            if sc.straggler and self.peers.others_ready(version):
+                batch = self.batcher.take_partial(min_slots)
+                if batch is not None:
+                    self.partial_batches += 1
+                    return batch
+            self.batch_wait_s += time.perf_counter() - t0
+            self._drain_reports()
+            self._check_alive()
+
+    def _share_stats(self, train: dict, stop: bool) -> bool:
+        """One small gather per iteration: per-rank figures for rank 0, and the stop vote."""
+        st = self.stats
+        r = st.mean_reward()
+        mine = [float(train["local_samples"]), train["sync_s"], train["step_s"], train["policy_lag_mean"],
+                float(st.episodes), math.nan if r is None else r, float(len(st.rewards)), float(stop)]
+        rows = self.peers.gather_stats(mine)
+        self.rank_rows = rows
+        return any(row[7] for row in rows)
+
+    def _stop_wanted(self) -> bool:
+        t = self.cfg.train
+        if self._signal is not None:
+            return True
+        if t.max_env_frames and self.stats.env_frames >= t.max_env_frames:
+            return True
+        return bool(t.max_seconds and self.stats.seconds >= t.max_seconds)
+
     def run(self) -> dict:
         """Train; returns the summary (also written to run_dir/summary.json by the writer)."""
         cfg, t = self.cfg, self.cfg.train
         os.makedirs(self.run_dir, exist_ok=True)
         self.restore()
+        self.peers.start(self.model, self.learner.optimizer)
         old = self._install_signals()
         tb = TensorBoard(os.path.join(self.run_dir, "tb")) if self.is_writer else None
         outcome, error = "finished", None
         frames_per_sample = cfg.env.frameskip
+        self.partial_batches, self.batch_wait_s, self.sync_s_total = 0, 0.0, 0.0
+        self.rank_rows: List[List[float]] = []
         try:
             self._start("train")
             self.stats.start_time = time.time()
             self.stats.start_frames = self.stats.env_frames
             next_status = time.time() + t.status_every_s
             next_ckpt = time.time() + t.checkpoint_every_s
-            log.info("training: %d rollout workers x %d envs, %d policy worker(s), batch %d, rollout %d",
+            log.info("training: %d rollout workers x %d envs, %d policy worker(s), batch %d, rollout %d%s",
                      cfg.sampler.num_workers, cfg.sampler.envs_per_worker, cfg.sampler.num_policy_workers,
-                     cfg.sampler.batch_size, cfg.sampler.rollout)
-            while True:
-                if t.max_env_frames and self.stats.env_frames >= t.max_env_frames:
-                    break
-                if t.max_seconds and self.stats.seconds >= t.max_seconds:
-                    break
+                     cfg.sampler.batch_size, cfg.sampler.rollout,
+                     f", rank {self.rank} of {self.world}" if self.world > 1 else "")
+            self._vote_stop = self.world > 1
+            stop = self._stop_wanted()
+            while not stop:
+                batch = self._next_batch()
+                train = self.learner.train_step(batch)
+                self.weights.publish(self.model, self.learner.version)
                 self._drain_reports()
-                self._check_alive()
-                batch = self.batcher.get(timeout=0.05)
-                if batch is not None:
-                    train = self.learner.train_step(batch)
-                    self.weights.publish(self.model, self.learner.version)
-                    self.stats.add_frames(train["global_samples"] * frames_per_sample)
-                    train["version"] = self.learner.version
-                    self.stats.last_train = train
-                    if tb:
-                        tb.write(self.stats, train)
+                self.stats.add_frames(train["global_samples"] * frames_per_sample)
+                self.sync_s_total += train["sync_s"]
+                train.update(version=self.learner.version, local_samples=batch.num_samples)
+                self.stats.last_train = train
+                # every rank votes each iteration, so all stop after the same one
+                stop = self._share_stats(train, self._stop_wanted())
+                if self.world > 1 and self.learner.version % cfg.sync.check_every == 0:
+                    self.peers.check_agreement(self.model, self.learner.version)
+                if tb:
+                    tb.write(self.stats, train, self.rank_rows)
                 now = time.time()
                 if now >= next_status:
                     next_status = now + t.status_every_s
                     if self.is_writer:
-                        log.info(self.stats.status_line())
+                        log.info(self.stats.status_line(self.rank_rows))
                 if now >= next_ckpt:
                     next_ckpt = now + t.checkpoint_every_s
                     self.save_checkpoint()
+            self._vote_stop = False
+            if self._signal is not None:
+                raise Stopped(self._signal)
         except Stopped as exc:
             outcome, error = f"stopped by {exc}", exc
         except KeyboardInterrupt as exc:
@@ -231,33 +286,40 @@ class Node:
         except WorkerFailed as exc:
             outcome, error = "failed", exc
             log.error("%s", exc)
+        except Exception as exc:  # a lost peer (sync/ raises) or a bug: no final collective
+            outcome, error = "failed", exc
+            log.error("%s", str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
         finally:
             seconds = self.stats.seconds
             self._stop()
-            for s, h in old.items():
-                signal.signal(s, h)
-            if outcome != "failed" or self.learner.version > 0:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+            if outcome != "failed" or (self.learner.version > 0 and self.world == 1):
                 self.save_checkpoint()
-            summary = self.summary(seconds, outcome)
+            summary = self.summary(seconds, outcome, collective=outcome != "failed")
             if tb:
                 tb.close()
             log.info("run %s: %s", outcome, json.dumps({k: v for k, v in summary.items() if k != "param_checksums"}))
-        if isinstance(error, (WorkerFailed, KeyboardInterrupt)):
-            raise error
-        if isinstance(error, Stopped):
+        if error is not None:
             raise error
         return summary
 
-    def summary(self, seconds: float, outcome: str) -> dict:
+    def summary(self, seconds: float, outcome: str, collective: bool = True) -> dict:
         st = self.stats
-        checksums = self.gather(param_checksum(self.model))
+        # after a failure a peer may be gone: no collective, only this rank's checksum
+        checksums = self.peers.check_agreement(self.model, -1) if collective else [param_checksum(self.model)]
+        rows = self.rank_rows or [[0, 0, 0, 0, st.episodes, st.mean_reward() or math.nan, len(st.rewards), 0]]
+        weight = sum(r[6] for r in rows if not math.isnan(r[5]))
+        reward = (sum(r[5] * r[6] for r in rows if not math.isnan(r[5])) / weight) if weight else None
         summary = dict(
             env_frames=st.env_frames, seconds=round(seconds, 3),
             fps=round((st.env_frames - st.start_frames) / max(seconds, 1e-9), 1),
-            episodes=st.episodes, mean_episode_reward=st.mean_reward(),
-            policy_version=self.learner.version, nodes=len(checksums), param_checksums=checksums,
+            episodes=int(sum(r[4] for r in rows)), mean_episode_reward=reward,
+            policy_version=self.learner.version, nodes=self.world, param_checksums=checksums,
             outcome=outcome, resumed_from=self.resumed_from,
             policy_lag_mean=st.last_train.get("policy_lag_mean"),
+            sync_share=round(self.sync_s_total / max(seconds, 1e-9), 4),
+            partial_batches=self.partial_batches,
         )
         if self.is_writer:
             path = os.path.join(self.run_dir, "summary.json")
@@ -286,11 +348,11 @@ class Node:
                 if phase == "simulate":
                     time.sleep(0.05)
                     continue
-                batch = self.batcher.get(timeout=0.05)
+                batch = self.batcher.get_full(timeout=0.05)
                 if batch is not None and phase == "train":
                     self.learner.train_step(batch)
                     self.weights.publish(self.model, self.learner.version)
         finally:
             self._stop()
-            for s, h in old.items():
-                signal.signal(s, h)
+            for sig, h in old.items():
+                signal.signal(sig, h)

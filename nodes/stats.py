@@ -42,13 +42,21 @@ class RunStats:
     def mean_reward(self) -> Optional[float]:
         return sum(self.rewards) / len(self.rewards) if self.rewards else None
 
-    def status_line(self) -> str:
+    def status_line(self, rank_rows=None) -> str:
         r = self.mean_reward()
+        if rank_rows and len(rank_rows) > 1:  # several nodes: the reward over all of them
+            rows = [row for row in rank_rows if row[6] > 0]
+            n = sum(row[6] for row in rows)
+            r = sum(row[5] * row[6] for row in rows) / n if n else None
         reward = f"{r:.1f} ({len(self.rewards)} ep)" if r is not None else "n/a (no episode yet)"
         lag = self.last_train.get("policy_lag_mean")
         lag_s = f"{lag:.2f} (max {self.last_train.get('policy_lag_max', 0):.0f})" if lag is not None else "n/a"
-        return (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
+        line = (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
                 f"reward {reward} | policy lag {lag_s} | version {int(self.last_train.get('version', 0))}")
+        if rank_rows and len(rank_rows) > 1:
+            shares = "/".join(f"{row[0] / max(sum(x[0] for x in rank_rows), 1):.2f}" for row in rank_rows)
+            line += f" | nodes {len(rank_rows)} (sample shares {shares}) | sync {self.last_train.get('sync_s', 0):.3f}s"
+        return line
 
 
 class TensorBoard:
@@ -58,10 +66,15 @@ class TensorBoard:
         from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(log_dir=log_dir)
 
-    def write(self, stats: RunStats, train: Dict[str, float]) -> None:
+    def write(self, stats: RunStats, train: Dict[str, float], rank_rows=None) -> None:
         step = stats.env_frames
         w = self.writer
         w.add_scalar("perf/fps", stats.fps(), step)
+        w.add_scalar("perf/sync_s", train.get("sync_s", 0.0), step)
+        for rank, row in enumerate(rank_rows or []):
+            if len(rank_rows) > 1:
+                w.add_scalar(f"nodes/samples_rank{rank}", row[0], step)
+                w.add_scalar(f"nodes/sync_s_rank{rank}", row[1], step)
         for k in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "ratio_dev",
                   "policy_lag_mean", "policy_lag_max", "step_s"):
             if k in train:

@@ -1,0 +1,186 @@
+"""DistPeers: the multi-node answer to nodes.peers, over torch.distributed.
+
+- Process group: NCCL when the learner is on a GPU, gloo on CPU, rendezvous through a TCPStore
+  on rank 0 (the World's master address and port), every collective bounded by sync.timeout_s.
+- Start: rank 0's parameters, buffers and optimizer state are broadcast.
+- Every iteration: gradients all-reduced weighted by each node's sample count (one flat
+  all-reduce), observation moments summed, a small stats row gathered (it carries stop votes).
+- Every sync.check_every iterations: a sha256 of the parameters all-gathered; any difference is
+  a hard error naming the ranks.
+- Stragglers: a rank with a full batch adds itself to the store counter `ready/<version>`; a rank
+  still collecting polls that counter and, once sync.ready_frac of the ranks are ready, trains on
+  the samples it has (at least sync.min_batch_frac of a batch). The all-reduce weights every
+  rank by its sample count, so the update is the mean over all samples actually collected.
+- Faults: each rank refreshes `hb/<rank>` in the store every second from a thread. When a
+  collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped are
+  named in the error; if the store itself is gone, rank 0 (its host) is the lost one.
+"""
+from __future__ import annotations
+
+import io
+import math
+import threading
+import time
+from datetime import timedelta
+from typing import List
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from nodes.models import param_checksum
+from nodes.peers import Solo
+from sync.world import World
+
+HEARTBEAT_S = 1.0
+
+
+class PeerLost(RuntimeError):
+    """A collective failed because a rank is gone; the message names it (one line)."""
+
+
+class Diverged(RuntimeError):
+    """Parameters differ between ranks."""
+
+
+class DistPeers(Solo):
+    def __init__(self, world: World, sync_cfg, device: str = "cpu"):
+        self.world, self.cfg = world, sync_cfg
+        self.rank, self.world_size = world.rank, world.size
+        backend = sync_cfg.backend
+        if backend == "auto":
+            backend = "nccl" if device.startswith("cuda") else "gloo"
+        self.backend = backend
+        self.device = torch.device(device)
+        self.timeout = timedelta(seconds=sync_cfg.timeout_s)
+        self.store = dist.TCPStore(world.master_addr, world.master_port, world.size,
+                                   is_master=world.rank == 0, timeout=self.timeout)
+        dist.init_process_group(backend, store=self.store, rank=world.rank, world_size=world.size,
+                                timeout=self.timeout)
+        self._ready_needed = max(1, math.ceil(sync_cfg.ready_frac * world.size))
+        self._last_poll, self._last_ready = 0.0, False
+        self._stop_hb = threading.Event()
+        self._hb_store = dist.TCPStore(world.master_addr, world.master_port, world.size, is_master=False,
+                                       timeout=timedelta(seconds=10))
+        self._hb = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+        self._hb.start()
+
+    # ------------------------------------------------------------------ failures
+    def _heartbeat(self) -> None:
+        while not self._stop_hb.is_set():
+            try:
+                self._hb_store.set(f"hb/{self.rank}", repr(time.time()))
+            except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
+                return
+            self._stop_hb.wait(HEARTBEAT_S)
+
+    def lost_ranks(self) -> List[int]:
+        try:
+            probe = dist.TCPStore(self.world.master_addr, self.world.master_port, self.world_size,
+                                  is_master=False, timeout=timedelta(seconds=5))
+            now, lost = time.time(), []
+            for r in range(self.world_size):
+                if r == self.rank:
+                    continue
+                try:
+                    beat = float(probe.get(f"hb/{r}").decode())
+                except Exception:  # noqa: BLE001
+                    beat = 0.0
+                if now - beat > 3 * HEARTBEAT_S:
+                    lost.append(r)
+            return lost
+        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
+            return [0]
+
+    def _guard(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except (RuntimeError, dist.DistBackendError, dist.DistStoreError) as exc:
+            if isinstance(exc, (PeerLost, Diverged)):
+                raise
+            time.sleep(2 * HEARTBEAT_S)  # let a dead peer's heartbeat go stale
+            lost = self.lost_ranks()
+            who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer failed"
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PeerLost(f"rank {self.rank}: {who} during {what} ({first[:200]})") from None
+
+    # ------------------------------------------------------------------ the interface
+    def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        def run():
+            with torch.no_grad():
+                tensors = list(model.parameters()) + list(model.buffers())
+                flat = torch.cat([t.detach().reshape(-1).float() for t in tensors]).to(self.device)
+                dist.broadcast(flat, 0)
+                offset = 0
+                for t in tensors:
+                    t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
+                    offset += t.numel()
+            # optimizer state (empty on a fresh start, the checkpoint's after a resume)
+            buf = io.BytesIO()
+            torch.save(optimizer.state_dict(), buf)
+            obj = [buf.getvalue() if self.rank == 0 else None]
+            dist.broadcast_object_list(obj, 0)
+            if self.rank != 0:
+                optimizer.load_state_dict(torch.load(io.BytesIO(obj[0]), weights_only=True))
+        self._guard("the initial broadcast", run)
+
+    def reduce_gradients(self, model: nn.Module, num_samples: int) -> int:
+        params = [p for p in model.parameters() if p.grad is not None]
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.zeros(1, device=params[0].device)])
+        flat[:-1].mul_(float(num_samples))
+        flat[-1] = float(num_samples)
+        self._guard("the gradient all-reduce", dist.all_reduce, flat)
+        total = float(flat[-1])
+        flat[:-1].div_(total)
+        offset = 0
+        for p in params:
+            p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
+            offset += p.numel()
+        return int(round(total))
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        self._guard("the statistics all-reduce", dist.all_reduce, tensor)
+        return tensor
+
+    def gather_stats(self, values: List[float]) -> List[List[float]]:
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
+        self._guard("the stats gather", dist.all_gather, rows, mine)
+        return [row.cpu().tolist() for row in rows]
+
+    def check_agreement(self, model: nn.Module, version: int) -> List[str]:
+        digest = param_checksum(model)
+        mine = torch.tensor(list(bytes.fromhex(digest)), dtype=torch.uint8, device=self.device)
+        rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
+        self._guard("the parameter check", dist.all_gather, rows, mine)
+        sums = [bytes(row.cpu().tolist()).hex() for row in rows]
+        differ = [r for r, s in enumerate(sums) if s != sums[0]]
+        if differ:
+            at = f" at policy version {version}" if version >= 0 else ""
+            raise Diverged(f"parameters diverged{at}: ranks {differ} differ from rank 0")
+        return sums
+
+    def mark_ready(self, version: int) -> None:
+        self._guard("the ready count", self.store.add, f"ready/{version}", 1)
+        if self.rank == 0 and version >= 2:
+            try:
+                self.store.delete_key(f"ready/{version - 2}")
+            except Exception:  # noqa: BLE001 - housekeeping only
+                pass
+
+    def others_ready(self, version: int) -> bool:
+        now = time.monotonic()
+        if now - self._last_poll < 0.005:
+            return self._last_ready
+        self._last_poll = now
+        count = self._guard("the ready count", self.store.add, f"ready/{version}", 0)
+        self._last_ready = count >= self._ready_needed
+        return self._last_ready
+
+    def close(self) -> None:
+        self._stop_hb.set()
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001
+                pass

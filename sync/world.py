@@ -1,0 +1,71 @@
+"""Which world this process belongs to, read from the environment it was started in.
+
+Sources, in order: torchrun (and our local spawner), which set RANK / WORLD_SIZE / MASTER_ADDR /
+MASTER_PORT / LOCAL_RANK; then a Slurm job step with several tasks (srun), which sets
+SLURM_PROCID / SLURM_STEP_NUM_TASKS / SLURM_LOCALID / SLURM_STEP_NODELIST. A Slurm batch script
+(no step) is not a world: it is where a launcher starts one. The rendezvous port comes from the
+environment, else from the Slurm job id (so every task of a job derives the same one).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+PORT_BASE, PORT_SPAN = 20000, 20000
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int
+    size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+    source: str  # "env" (RANK/WORLD_SIZE: torchrun, launch.local) | "slurm" (an srun step)
+
+
+def first_host(nodelist: str) -> str:
+    """First host name of a Slurm node list such as 'n[1-3,7],gpu2' -> 'n1'."""
+    if shutil.which("scontrol"):
+        try:
+            out = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
+                                 text=True, timeout=10).stdout.split()
+            if out:
+                return out[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    m = re.match(r"([^,\[]+)(?:\[([^\]]+)\])?", nodelist)
+    if not m:
+        return nodelist
+    prefix, ranges = m.group(1), m.group(2)
+    if not ranges:
+        return prefix
+    return prefix + ranges.split(",")[0].split("-")[0]
+
+
+def port_for_job(job_id: str) -> int:
+    return PORT_BASE + int(re.sub(r"\D", "", job_id) or 0) % PORT_SPAN
+
+
+def detect(env: Optional[Mapping[str, str]] = None) -> Optional[World]:
+    env = os.environ if env is None else env
+    if "RANK" in env and "WORLD_SIZE" in env:
+        size = int(env["WORLD_SIZE"])
+        if size <= 1:
+            return None
+        port = env.get("MASTER_PORT") or (port_for_job(env["SLURM_JOB_ID"]) if "SLURM_JOB_ID" in env else None)
+        if not port:
+            raise RuntimeError("RANK/WORLD_SIZE are set but MASTER_PORT is not")
+        return World(int(env["RANK"]), size, int(env.get("LOCAL_RANK", 0)),
+                     env.get("MASTER_ADDR", "127.0.0.1"), int(port), "env")
+    ntasks = env.get("SLURM_STEP_NUM_TASKS")
+    if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env and ntasks and int(ntasks) > 1:
+        nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
+        port = env.get("MASTER_PORT") or port_for_job(env.get("SLURM_JOB_ID", "0"))
+        return World(int(env["SLURM_PROCID"]), int(ntasks), int(env.get("SLURM_LOCALID", 0)),
+                     env.get("MASTER_ADDR") or first_host(nodelist), int(port), "slurm")
+    return None
