@@ -27,7 +27,7 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0) -> int:
     port = port or free_port()
     procs = []
     for rank in range(n):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank),
+        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         for key in [k for k in env if k.startswith("SLURM_")]:
             del env[key]  # the spawned world is ours, not a Slurm step's

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import logging
+import re
 import os
 import sys
 
-from nodes.config import Config
+from nodes.config import Config, cpu_count
 
 FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
 
@@ -45,6 +46,15 @@ def run_rank(cfg: Config, world) -> int:
         import torch
         torch.cuda.set_device(torch.device(device))
     cfg.nodes = world.size
+    # Several nodes on one machine (launch.local, or several tasks per Slurm node) share its
+    # cores: split the learner threads (idle OpenMP threads spin and starve the other nodes)
+    # and pin each node's rollout workers to its own cores.
+    per_node = os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("SLURM_NTASKS_PER_NODE", "1")
+    local_size = int(re.match(r"\d+", per_node).group(0)) if re.match(r"\d+", per_node) else 1  # e.g. "2(x3)"
+    if local_size > 1:
+        if not cfg.train.learner_threads:
+            cfg.train.learner_threads = max(1, cpu_count() // local_size)
+        cfg.sampler.pin_offset = world.local_rank * cfg.sampler.num_workers
     log.info("rank %d of %d (%s), rendezvous %s:%d", world.rank, world.size, world.source,
              world.master_addr, world.master_port)
     peers = DistPeers(world, cfg.sync, device)

@@ -1,6 +1,6 @@
 """`python -m launch.train [overrides]`: train one policy (see README for the contract).
 
-- nodes=1: the single-node fallback, in this process, with no torch.distributed at all;
+- nodes=1: the single-node fallback, in this process, with no process group at all;
 - nodes=N (launcher=local): N node processes on this machine over gloo (launch.local);
 - started by srun / torchrun (a world in the environment): this process is one rank of it.
 """

@@ -85,11 +85,15 @@ class SlotBatch:
 
     FIELDS = ("obs", "actions", "logp", "values", "rewards", "dones", "versions", "h0")
 
-    def __init__(self, buffers: TrajectoryBuffers, slots: List[int]):
-        idx = torch.as_tensor(slots, dtype=torch.int64)
+    def __init__(self, **fields: torch.Tensor):
         for name in self.FIELDS:
-            setattr(self, name, getattr(buffers, name).index_select(0, idx))
-        self.num_samples = len(slots) * buffers.rollout
+            setattr(self, name, fields[name])
+        self.num_samples = self.actions.numel()
+
+    @classmethod
+    def copy_slots(cls, buffers: TrajectoryBuffers, slots: List[int]) -> "SlotBatch":
+        idx = torch.as_tensor(slots, dtype=torch.int64)
+        return cls(**{name: getattr(buffers, name).index_select(0, idx) for name in cls.FIELDS})
 
     def to(self, device: torch.device) -> "SlotBatch":
         if device.type != "cpu":

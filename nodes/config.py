@@ -42,7 +42,8 @@ class SamplerConfig:
     num_policy_workers: int = 1
     rollout: int = 32  # trajectory length T (also the BPTT length)
     batch_size: int = 1024  # samples per learner step; a multiple of `rollout`
-    pin_workers: bool = True  # pin rollout worker i to core i % ncores
+    pin_workers: bool = True  # pin rollout worker i to core (pin_offset + i) % ncores
+    pin_offset: int = 0  # set per rank when several nodes share a machine
     num_slots: int = 0  # trajectory buffers in shared memory; 0 = 2 per env + one batch
 
 

@@ -35,7 +35,7 @@ class Batcher(threading.Thread):
 
     def _cut(self, n: int) -> SlotBatch:
         slots, self.pending = self.pending[:n], self.pending[n:]
-        batch = SlotBatch(self.buffers, slots)
+        batch = SlotBatch.copy_slots(self.buffers, slots)
         self.ch.free_slots.put_many(slots)
         return batch
 

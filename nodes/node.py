@@ -123,7 +123,7 @@ class Node:
             ch.free_slots.put_many(list(range(self.buffers.num_slots)))
         ncpu = sorted(os.sched_getaffinity(0))
         for w in range(s.num_workers):
-            cpu = ncpu[w % len(ncpu)] if s.pin_workers else None
+            cpu = ncpu[(s.pin_offset + w) % len(ncpu)] if s.pin_workers else None
             self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
                                     cfg, w, self.buffers, ch, self.control, phase == "simulate"))
         self.batch_stop = threading.Event()
@@ -198,7 +198,8 @@ class Node:
         version = self.learner.version
         while True:
             t0 = time.perf_counter()
-            batch = self.batcher.get_full(timeout=0.01)
+            # with peers, poll often: a late look at their readiness is time they spend waiting
+            batch = self.batcher.get_full(timeout=0.002 if self.world > 1 else 0.05)
             if batch is not None:
                 self.peers.mark_ready(version)
                 return batch
@@ -216,9 +217,11 @@ class Node:
         st = self.stats
         r = st.mean_reward()
         mine = [float(train["local_samples"]), train["sync_s"], train["step_s"], train["policy_lag_mean"],
-                float(st.episodes), math.nan if r is None else r, float(len(st.rewards)), float(stop)]
+                float(st.episodes), math.nan if r is None else r, float(len(st.rewards)), float(stop),
+                float(self.partial_batches)]
         rows = self.peers.gather_stats(mine)
         self.rank_rows = rows
+        self.rank_samples = [a + row[0] for a, row in zip(self.rank_samples or [0.0] * len(rows), rows)]
         return any(row[7] for row in rows)
 
     def _stop_wanted(self) -> bool:
@@ -241,6 +244,7 @@ class Node:
         frames_per_sample = cfg.env.frameskip
         self.partial_batches, self.batch_wait_s, self.sync_s_total = 0, 0.0, 0.0
         self.rank_rows: List[List[float]] = []
+        self.rank_samples: List[float] = []  # samples each rank contributed this launch
         try:
             self._start("train")
             self.stats.start_time = time.time()
@@ -308,7 +312,9 @@ class Node:
         st = self.stats
         # after a failure a peer may be gone: no collective, only this rank's checksum
         checksums = self.peers.check_agreement(self.model, -1) if collective else [param_checksum(self.model)]
-        rows = self.rank_rows or [[0, 0, 0, 0, st.episodes, st.mean_reward() or math.nan, len(st.rewards), 0]]
+        r = st.mean_reward()
+        rows = self.rank_rows or [[0, 0, 0, 0, st.episodes, math.nan if r is None else r, len(st.rewards), 0,
+                                   self.partial_batches]]
         weight = sum(r[6] for r in rows if not math.isnan(r[5]))
         reward = (sum(r[5] * r[6] for r in rows if not math.isnan(r[5])) / weight) if weight else None
         summary = dict(
@@ -319,7 +325,8 @@ class Node:
             outcome=outcome, resumed_from=self.resumed_from,
             policy_lag_mean=st.last_train.get("policy_lag_mean"),
             sync_share=round(self.sync_s_total / max(seconds, 1e-9), 4),
-            partial_batches=self.partial_batches,
+            partial_batches=int(sum(row[8] for row in rows)),  # all ranks: batches cut short
+            samples_per_rank=[int(x) for x in self.rank_samples],
         )
         if self.is_writer:
             path = os.path.join(self.run_dir, "summary.json")

@@ -1,9 +1,9 @@
 """What a node needs from the other nodes, as an interface; `Solo` is the one-node answer.
 
 The learner and the node loop call these methods at fixed points of every iteration, in the
-same order on every rank, so an implementation can use collective operations (sync/ does,
-with torch.distributed). With one node every method is the identity or a constant: the
-single-node fallback never touches torch.distributed.
+same order on every rank, so an implementation can use collective operations (sync/ does).
+With one node every method is the identity or a constant: the single-node fallback creates
+no process group at all.
 """
 from __future__ import annotations
 

@@ -74,21 +74,26 @@ class DistPeers(Solo):
                 return
             self._stop_hb.wait(HEARTBEAT_S)
 
-    def lost_ranks(self) -> List[int]:
+    def lost_ranks(self, wait_s: float = 6 * HEARTBEAT_S) -> List[int]:
+        """Ranks whose heartbeat stopped (polled until one is stale, at most wait_s)."""
         try:
             probe = dist.TCPStore(self.world.master_addr, self.world.master_port, self.world_size,
                                   is_master=False, timeout=timedelta(seconds=5))
-            now, lost = time.time(), []
-            for r in range(self.world_size):
-                if r == self.rank:
-                    continue
-                try:
-                    beat = float(probe.get(f"hb/{r}").decode())
-                except Exception:  # noqa: BLE001
-                    beat = 0.0
-                if now - beat > 3 * HEARTBEAT_S:
-                    lost.append(r)
-            return lost
+            deadline = time.time() + wait_s
+            while True:
+                now, lost = time.time(), []
+                for r in range(self.world_size):
+                    if r == self.rank:
+                        continue
+                    try:
+                        beat = float(probe.get(f"hb/{r}").decode())
+                    except Exception:  # noqa: BLE001
+                        beat = 0.0
+                    if now - beat > 2.5 * HEARTBEAT_S:
+                        lost.append(r)
+                if lost or time.time() > deadline:
+                    return lost
+                time.sleep(0.5)
         except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
             return [0]
 
@@ -98,7 +103,6 @@ class DistPeers(Solo):
         except (RuntimeError, dist.DistBackendError, dist.DistStoreError) as exc:
             if isinstance(exc, (PeerLost, Diverged)):
                 raise
-            time.sleep(2 * HEARTBEAT_S)  # let a dead peer's heartbeat go stale
             lost = self.lost_ranks()
             who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer failed"
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -170,7 +174,7 @@ class DistPeers(Solo):
 
     def others_ready(self, version: int) -> bool:
         now = time.monotonic()
-        if now - self._last_poll < 0.005:
+        if now - self._last_poll < 0.002:
             return self._last_ready
         self._last_poll = now
         count = self._guard("the ready count", self.store.add, f"ready/{version}", 0)

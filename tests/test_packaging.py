@@ -22,12 +22,19 @@ def test_ci_runs_the_readme_test_command():
     assert test_cmd.group(1) in ci
 
 
-def test_import_direction_launch_sync_nodes():
-    bad = []
-    for root, _, files in os.walk(os.path.join(ROOT, "nodes")):
+def _sources(package):
+    for root, _, files in os.walk(os.path.join(ROOT, package)):
         for f in files:
             if f.endswith(".py"):
-                text = open(os.path.join(root, f)).read()
-                if re.search(r"^\s*(from|import)\s+(sync|launch)\b", text, re.M) or "torch.distributed" in text:
-                    bad.append(f)
+                yield os.path.join(package, f), open(os.path.join(root, f)).read()
+
+
+def test_import_direction_launch_sync_nodes():
+    bad = [f for f, text in _sources("nodes")
+           if re.search(r"^\s*(from|import)\s+(sync|launch)\b", text, re.M) or "torch.distributed" in text]
     assert not bad, f"nodes/ must not import sync/, launch/ or torch.distributed: {bad}"
+    bad = [f for f, text in _sources("launch") if "torch.distributed" in text]
+    assert not bad, f"only sync/ uses torch.distributed: {bad}"
+    bad = [f for pkg in ("nodes", "sync") for f, text in _sources(pkg)
+           if re.search(r"^\s*(from|import)\s+submitit", text, re.M)]
+    assert not bad, f"only launch/ imports submitit: {bad}"

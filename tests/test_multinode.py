@@ -1,0 +1,116 @@
+"""nodes=2 on this machine: real processes, real gloo process groups on 127.0.0.1."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+
+from conftest import ROOT, summary, train
+from nodes import checkpoint as ckpt
+from nodes.config import Config
+from nodes.envs import env_spec
+from nodes.models import ActorCritic, param_checksum
+
+TWO_GYM = ["nodes=2", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
+           "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
+           "sampler.batch_size=128", "train.status_every_s=1", "sync.check_every=5", "sync.timeout_s=20"]
+
+
+def initial_checksum(overrides):
+    cfg = Config()
+    cfg.env.family, cfg.env.id, cfg.env.frameskip = "gym", "CartPole-v1", 1
+    cfg.model.fc_size = cfg.model.hidden_size = 32
+    torch.manual_seed(cfg.seed)  # what Node does before building the model
+    return param_checksum(ActorCritic(env_spec(cfg.env), cfg.model))
+
+
+def test_two_nodes_end_with_identical_parameters_that_moved(run_dir):
+    proc = train(run_dir, *TWO_GYM, "train.max_env_frames=6000", timeout=300)
+    s = summary(run_dir)
+    assert s["nodes"] == 2 and s["outcome"] == "finished"
+    a, b = s["param_checksums"]
+    assert a == b, "ranks diverged"
+    assert a != initial_checksum(TWO_GYM), "parameters never changed"
+    assert s["policy_version"] >= 20
+    # both ranks trained and logged; only rank 0 wrote checkpoints and TensorBoard
+    assert os.path.isfile(os.path.join(run_dir, "train.log"))
+    assert os.path.isfile(os.path.join(run_dir, "train_rank1.log"))
+    assert "rank 1 of 2" in open(os.path.join(run_dir, "train_rank1.log")).read()
+    assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]
+    assert "sample shares" in proc.stdout
+
+
+def _popen(run_dir, *overrides):
+    return subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *overrides],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _read_until(proc, pattern, timeout):
+    deadline, seen = time.time() + timeout, []
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        m = re.search(pattern, line)
+        if m:
+            return m, seen
+    raise AssertionError(f"'{pattern}' not seen:\n{''.join(seen)[-3000:]}")
+
+
+def test_killed_node_makes_the_other_exit_naming_it_and_relaunch_resumes(run_dir):
+    args = [*TWO_GYM, "train.max_env_frames=0", "train.checkpoint_every_s=1"]
+    proc = _popen(run_dir, *args)
+    m, seen = _read_until(proc, r"started 2 nodes on .* \(pids (\d+) (\d+)\)", 60)
+    pid1 = int(m.group(2))
+    _read_until(proc, r"checkpoint .*checkpoint_\d+\.pt", 120)
+    os.kill(pid1, signal.SIGKILL)
+    t0 = time.time()
+    out = proc.communicate(timeout=20 + 60)[0]
+    took = time.time() - t0
+    assert proc.returncode != 0
+    assert took < 20 + 30, f"survivor took {took:.0f} s to exit"
+    assert re.search(r"lost rank 1", out), out[-3000:]
+    time.sleep(2)
+    left = subprocess.run(["pgrep", "-f", f"launch.node {run_dir}"], capture_output=True, text=True).stdout
+    assert not left.strip(), f"node processes left behind: {left}"
+    saved = ckpt.load(ckpt.latest(run_dir))["env_frames"]
+    assert saved > 0
+    # the same command resumes from the last complete checkpoint
+    train(run_dir, *TWO_GYM, f"train.max_env_frames={saved + 2048}", timeout=300)
+    s = summary(run_dir)
+    assert s["resumed_from"] is not None and s["env_frames"] >= saved + 2048
+    assert s["param_checksums"][0] == s["param_checksums"][1]
+    log = open(os.path.join(run_dir, "train.log")).read()
+    assert re.search(rf"resumed from .*: {saved:,}|resumed from .*: {saved} env frames", log)
+
+
+def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
+    # rank 1 steps its envs with an artificial delay; SignBandit shows whether learning still works
+    slow = ["nodes=2", "env=gym", "env.id=tests.envs:SignBandit-v0", "model.fc_size=32", "model.hidden_size=32",
+            "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=512",
+            "algo.lr=0.001", "env.step_delay_s=0.0002", "env.slow_rank=1", "train.max_env_frames=60000"]
+    shares = {}
+    for straggler in ("true", "false"):
+        run = str(tmp_path / f"straggler_{straggler}")
+        train(run, *slow, f"sync.straggler={straggler}", timeout=400)
+        s = summary(run)
+        shares[straggler] = s
+        assert s["param_checksums"][0] == s["param_checksums"][1]
+    fast, slow_n = shares["true"]["samples_per_rank"]
+    speed = slow_n / fast  # with handling on, each rank contributes what it collected meanwhile
+    with capsys.disabled():
+        print(f"\nstraggler at {speed:.2f}x the fast node's speed | handling on: fast node sync share "
+              f"{shares['true']['sync_share']:.3f}, {shares['true']['fps']:.0f} fps, partial batches "
+              f"{shares['true']['partial_batches']}, reward {shares['true']['mean_episode_reward']:.2f} | off: sync share "
+              f"{shares['false']['sync_share']:.3f}, {shares['false']['fps']:.0f} fps, reward "
+              f"{shares['false']['mean_episode_reward']:.2f}")
+    assert speed <= 0.6, "rank 1 should be a real straggler (at most ~half speed)"
+    assert shares["true"]["sync_share"] < 0.15
+    assert shares["true"]["sync_share"] < shares["false"]["sync_share"]
+    assert shares["true"]["mean_episode_reward"] > 5.0  # random play scores 4 of 8
