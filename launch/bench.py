@@ -5,11 +5,19 @@
 3. train:    the full node, learning.
 Each phase runs `bench.warmup_s` then is measured for `bench.seconds`. Frames are env frames
 (agent steps x frameskip). The last line printed is one JSON object.
+
+With nodes=N (N > 1) it trains twice for warmup_s + seconds each, once as a single node and once
+as N local nodes (launch.local), and reports the total and per-node training frames/s, each
+node's share of time spent waiting in the gradient all-reduce, and the scaling ratio (N-node
+total / single node). On one machine the N nodes share its cores; on a cluster, run it per node
+count to read scaling.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
+import os
 import shutil
 import sys
 
@@ -24,7 +32,7 @@ log = logging.getLogger("launch.bench")
 def main(cfg) -> None:
     obj = resolve(cfg, hydra_run_dir())
     if obj.nodes > 1:
-        refuse(f"nodes={obj.nodes}: multi-node benchmark (sync/) is not available yet; use nodes=1")
+        return bench_nodes(obj)
     from nodes.node import Node
     s = obj.sampler
     print(f"bench: env={obj.env.name} workers={s.num_workers} envs_per_worker={s.envs_per_worker} "
@@ -40,6 +48,43 @@ def main(cfg) -> None:
                   sampler_ratio=round(fps["sample"] / fps["simulate"], 3),
                   train_ratio=round(fps["train"] / fps["simulate"], 3))
     print(json.dumps(result), flush=True)
+
+
+def _timed_run(obj, run_dir: str, nodes: int) -> dict:
+    """Train from scratch for warmup_s + seconds in run_dir; return its summary."""
+    from launch.app import write_resolved
+    from launch.local import spawn_nodes
+    from nodes.node import Node
+
+    obj = copy.deepcopy(obj)
+    obj.run_dir, obj.nodes = run_dir, nodes
+    obj.train.max_env_frames, obj.train.max_seconds = 0, obj.bench.warmup_s + obj.bench.seconds
+    obj.train.checkpoint_every_s = 1e9
+    shutil.rmtree(run_dir, ignore_errors=True)
+    write_resolved(obj)
+    if nodes == 1:
+        Node(obj).run()
+    elif spawn_nodes(run_dir, nodes) != 0:
+        raise SystemExit(f"error: the {nodes}-node benchmark run failed (see the log above)")
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+def bench_nodes(obj) -> None:
+    n, fs = obj.nodes, obj.env.frameskip
+    print(f"bench: {n} local nodes, env={obj.env.name}, per node {obj.sampler.num_workers} workers x "
+          f"{obj.sampler.envs_per_worker} envs, {obj.bench.warmup_s + obj.bench.seconds:.0f} s per run", flush=True)
+    single = _timed_run(obj, os.path.join(obj.run_dir, "single"), 1)
+    print(f"   1 node: {single['fps']:10.1f} env frames/s", flush=True)
+    multi = _timed_run(obj, os.path.join(obj.run_dir, "multi"), n)
+    per_node = [x * fs / multi["seconds"] for x in multi["samples_per_rank"]]
+    print(f"{n:>4} nodes: {multi['fps']:10.1f} env frames/s total, per node "
+          f"{', '.join(f'{x:.1f}' for x in per_node)}, sync share per node "
+          f"{', '.join(f'{x:.3f}' for x in multi['sync_share_per_rank'])}", flush=True)
+    shutil.rmtree(obj.run_dir, ignore_errors=True)
+    print(json.dumps(dict(nodes=n, train_fps=multi["fps"], per_node_fps=[round(x, 1) for x in per_node],
+                          sync_share=multi["sync_share_per_rank"], single_node_train_fps=single["fps"],
+                          scaling=round(multi["fps"] / single["fps"], 3))), flush=True)
 
 
 if __name__ == "__main__":

@@ -222,6 +222,7 @@ class Node:
         rows = self.peers.gather_stats(mine)
         self.rank_rows = rows
         self.rank_samples = [a + row[0] for a, row in zip(self.rank_samples or [0.0] * len(rows), rows)]
+        self.rank_sync_s = [a + row[1] for a, row in zip(self.rank_sync_s or [0.0] * len(rows), rows)]
         return any(row[7] for row in rows)
 
     def _stop_wanted(self) -> bool:
@@ -245,6 +246,7 @@ class Node:
         self.partial_batches, self.batch_wait_s, self.sync_s_total = 0, 0.0, 0.0
         self.rank_rows: List[List[float]] = []
         self.rank_samples: List[float] = []  # samples each rank contributed this launch
+        self.rank_sync_s: List[float] = []  # seconds each rank spent in the gradient all-reduce
         try:
             self._start("train")
             self.stats.start_time = time.time()
@@ -327,6 +329,7 @@ class Node:
             sync_share=round(self.sync_s_total / max(seconds, 1e-9), 4),
             partial_batches=int(sum(row[8] for row in rows)),  # all ranks: batches cut short
             samples_per_rank=[int(x) for x in self.rank_samples],
+            sync_share_per_rank=[round(x / max(seconds, 1e-9), 4) for x in self.rank_sync_s],
         )
         if self.is_writer:
             path = os.path.join(self.run_dir, "summary.json")

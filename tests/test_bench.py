@@ -16,3 +16,15 @@ def test_bench_prints_three_phases_and_json(tmp_path):
     for phase in ("simulate:", "sample:", "train:"):
         assert any(ln.strip().startswith(phase) for ln in lines), proc.stdout
     assert not (tmp_path / "b").exists()  # a benchmark leaves no run directory behind
+
+
+def test_bench_nodes_reports_total_per_node_and_sync_share(tmp_path):
+    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", "nodes=2", *FAST_GYM, "sampler.num_workers=1",
+                      "bench.seconds=3", "bench.warmup_s=1", timeout=300)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["nodes"] == 2 and len(result["per_node_fps"]) == 2 and len(result["sync_share"]) == 2
+    assert result["train_fps"] > 0 and all(x > 0 for x in result["per_node_fps"])
+    # the total is the sum of the nodes (same run, same clock)
+    assert abs(sum(result["per_node_fps"]) - result["train_fps"]) / result["train_fps"] < 0.05
+    assert all(0 <= s < 1 for s in result["sync_share"])
+    assert abs(result["scaling"] - result["train_fps"] / result["single_node_train_fps"]) < 1e-2

@@ -29,7 +29,7 @@ def initial_checksum(overrides):
 
 
 def test_two_nodes_end_with_identical_parameters_that_moved(run_dir):
-    proc = train(run_dir, *TWO_GYM, "train.max_env_frames=6000", timeout=300)
+    train(run_dir, *TWO_GYM, "train.max_env_frames=6000", timeout=300)
     s = summary(run_dir)
     assert s["nodes"] == 2 and s["outcome"] == "finished"
     a, b = s["param_checksums"]
@@ -41,7 +41,7 @@ def test_two_nodes_end_with_identical_parameters_that_moved(run_dir):
     assert os.path.isfile(os.path.join(run_dir, "train_rank1.log"))
     assert "rank 1 of 2" in open(os.path.join(run_dir, "train_rank1.log")).read()
     assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]
-    assert "sample shares" in proc.stdout
+    assert len(s["samples_per_rank"]) == 2 and min(s["samples_per_rank"]) > 0  # both nodes contributed
 
 
 def _popen(run_dir, *overrides):
