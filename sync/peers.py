@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import threading
 import time
 from datetime import timedelta
@@ -53,15 +54,19 @@ class DistPeers(Solo):
         self.backend = backend
         self.device = torch.device(device)
         self.timeout = timedelta(seconds=sync_cfg.timeout_s)
+        # torchrun may host the store in its agent already (TORCHELASTIC_USE_AGENT_STORE): then
+        # every rank, rank 0 included, is a client of it.
+        host_store = world.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
         self.store = dist.TCPStore(world.master_addr, world.master_port, world.size,
-                                   is_master=world.rank == 0, timeout=self.timeout)
+                                   is_master=host_store, timeout=self.timeout)
         dist.init_process_group(backend, store=self.store, rank=world.rank, world_size=world.size,
                                 timeout=self.timeout)
         self._ready_needed = max(1, math.ceil(sync_cfg.ready_frac * world.size))
         self._last_poll, self._last_ready = 0.0, False
         self._stop_hb = threading.Event()
-        self._hb_store = dist.TCPStore(world.master_addr, world.master_port, world.size, is_master=False,
-                                       timeout=timedelta(seconds=10))
+        self.keys = dist.PrefixStore("distrl/", self.store)  # our keys apart from the group's
+        self._hb_store = dist.PrefixStore("distrl/", dist.TCPStore(
+            world.master_addr, world.master_port, world.size, is_master=False, timeout=timedelta(seconds=10)))
         self._hb = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         self._hb.start()
 
@@ -77,8 +82,9 @@ class DistPeers(Solo):
     def lost_ranks(self, wait_s: float = 6 * HEARTBEAT_S) -> List[int]:
         """Ranks whose heartbeat stopped (polled until one is stale, at most wait_s)."""
         try:
-            probe = dist.TCPStore(self.world.master_addr, self.world.master_port, self.world_size,
-                                  is_master=False, timeout=timedelta(seconds=5))
+            probe = dist.PrefixStore("distrl/", dist.TCPStore(
+                self.world.master_addr, self.world.master_port, self.world_size, is_master=False,
+                timeout=timedelta(seconds=5)))
             deadline = time.time() + wait_s
             while True:
                 now, lost = time.time(), []
@@ -165,10 +171,10 @@ class DistPeers(Solo):
         return sums
 
     def mark_ready(self, version: int) -> None:
-        self._guard("the ready count", self.store.add, f"ready/{version}", 1)
+        self._guard("the ready count", self.keys.add, f"ready/{version}", 1)
         if self.rank == 0 and version >= 2:
             try:
-                self.store.delete_key(f"ready/{version - 2}")
+                self.keys.delete_key(f"ready/{version - 2}")
             except Exception:  # noqa: BLE001 - housekeeping only
                 pass
 
@@ -177,7 +183,7 @@ class DistPeers(Solo):
         if now - self._last_poll < 0.002:
             return self._last_ready
         self._last_poll = now
-        count = self._guard("the ready count", self.store.add, f"ready/{version}", 0)
+        count = self._guard("the ready count", self.keys.add, f"ready/{version}", 0)
         self._last_ready = count >= self._ready_needed
         return self._last_ready
 
