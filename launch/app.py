@@ -6,10 +6,8 @@ message spans many lines), semantic checks run on the composed config (nodes.con
 """
 from __future__ import annotations
 
-import logging
 import os
 import sys
-from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 import yaml
@@ -82,7 +80,3 @@ def write_resolved(obj: Config) -> None:
 def hydra_run_dir() -> str:
     from hydra.core.hydra_config import HydraConfig
     return HydraConfig.get().runtime.output_dir
-
-
-def quiet_logging(level: Optional[int] = None) -> None:
-    logging.getLogger("nodes").setLevel(level or logging.INFO)

@@ -23,7 +23,7 @@ import sys
 
 import hydra
 
-from launch.app import hydra_run_dir, precheck_argv, refuse, resolve
+from launch.app import hydra_run_dir, precheck_argv, resolve
 
 log = logging.getLogger("launch.bench")
 

@@ -36,7 +36,7 @@ from nodes.peers import Solo
 from nodes.policy_worker import run_policy_worker
 from nodes.processes import Channels, spawn, start_janitor, stop_janitor
 from nodes.rollout_worker import run_rollout_worker
-from nodes.stats import RunStats, TensorBoard
+from nodes.stats import EPISODES, PARTIAL, SAMPLES, STOP, SYNC_S, RunStats, TensorBoard, merged_reward
 from nodes.weights import SharedWeights
 
 log = logging.getLogger("nodes")
@@ -90,7 +90,11 @@ class Node:
         except (RuntimeError, KeyError, ValueError) as exc:
             first = str(exc).strip().splitlines()[0]
             raise ckpt.CheckpointError(f"checkpoint {path} does not fit this model/config: {first}") from None
-        self.stats = RunStats(int(state["env_frames"]), int(state["episodes"]), state["recent_rewards"])
+        # frames are global (every rank counts all of them); episodes and recent rewards were
+        # merged over ranks when saved, so only rank 0 takes them back
+        mine = self.rank == 0
+        self.stats = RunStats(int(state["env_frames"]), int(state["episodes"]) if mine else 0,
+                              state["recent_rewards"] if mine else ())
         self.resumed_from = path
         log.info("resumed from %s: %d env frames, policy version %d", path, self.stats.env_frames,
                  self.learner.version)
@@ -99,8 +103,9 @@ class Node:
         if not self.is_writer:
             return
         state = self.learner.state_dict()
-        state.update(env_frames=self.stats.env_frames, episodes=self.stats.episodes,
-                     recent_rewards=list(self.stats.rewards))
+        rows = getattr(self, "rank_rows", None)
+        episodes = int(sum(row[EPISODES] for row in rows)) if rows else self.stats.episodes
+        state.update(env_frames=self.stats.env_frames, episodes=episodes, recent_rewards=list(self.stats.rewards))
         path = ckpt.save(self.run_dir, state, self.cfg.train.keep_checkpoints)
         log.info("checkpoint %s", path)
 
@@ -221,9 +226,9 @@ class Node:
                 float(self.partial_batches)]
         rows = self.peers.gather_stats(mine)
         self.rank_rows = rows
-        self.rank_samples = [a + row[0] for a, row in zip(self.rank_samples or [0.0] * len(rows), rows)]
-        self.rank_sync_s = [a + row[1] for a, row in zip(self.rank_sync_s or [0.0] * len(rows), rows)]
-        return any(row[7] for row in rows)
+        self.rank_samples = [a + row[SAMPLES] for a, row in zip(self.rank_samples or [0.0] * len(rows), rows)]
+        self.rank_sync_s = [a + row[SYNC_S] for a, row in zip(self.rank_sync_s or [0.0] * len(rows), rows)]
+        return any(row[STOP] for row in rows)
 
     def _stop_wanted(self) -> bool:
         t = self.cfg.train
@@ -317,17 +322,16 @@ class Node:
         r = st.mean_reward()
         rows = self.rank_rows or [[0, 0, 0, 0, st.episodes, math.nan if r is None else r, len(st.rewards), 0,
                                    self.partial_batches]]
-        weight = sum(r[6] for r in rows if not math.isnan(r[5]))
-        reward = (sum(r[5] * r[6] for r in rows if not math.isnan(r[5])) / weight) if weight else None
+        reward = merged_reward(rows)
         summary = dict(
             env_frames=st.env_frames, seconds=round(seconds, 3),
             fps=round((st.env_frames - st.start_frames) / max(seconds, 1e-9), 1),
-            episodes=int(sum(r[4] for r in rows)), mean_episode_reward=reward,
+            episodes=int(sum(row[EPISODES] for row in rows)), mean_episode_reward=reward,
             policy_version=self.learner.version, nodes=self.world, param_checksums=checksums,
             outcome=outcome, resumed_from=self.resumed_from,
             policy_lag_mean=st.last_train.get("policy_lag_mean"),
             sync_share=round(self.sync_s_total / max(seconds, 1e-9), 4),
-            partial_batches=int(sum(row[8] for row in rows)),  # all ranks: batches cut short
+            partial_batches=int(sum(row[PARTIAL] for row in rows)),  # all ranks: batches cut short
             samples_per_rank=[int(x) for x in self.rank_samples],
             sync_share_per_rank=[round(x / max(seconds, 1e-9), 4) for x in self.rank_sync_s],
         )

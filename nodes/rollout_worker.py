@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import queue
 import shutil
-import time
 
 import numpy as np
 

@@ -6,6 +6,17 @@ import time
 from typing import Dict, Optional
 
 
+# Per-rank row gathered every iteration (nodes.node.Node._share_stats), by index.
+SAMPLES, SYNC_S, STEP_S, LAG, EPISODES, REWARD, REWARD_N, STOP, PARTIAL = range(9)
+
+
+def merged_reward(rank_rows) -> Optional[float]:
+    """Mean recent episode reward over all nodes, each node's mean weighted by its episode count."""
+    rows = [row for row in rank_rows if row[REWARD_N] > 0 and row[REWARD] == row[REWARD]]
+    n = sum(row[REWARD_N] for row in rows)
+    return sum(row[REWARD] * row[REWARD_N] for row in rows) / n if n else None
+
+
 class RunStats:
     def __init__(self, env_frames: int = 0, episodes: int = 0, recent_rewards=(), window: int = 100):
         self.env_frames = env_frames  # frames trained on, over all sessions of this run
@@ -43,18 +54,15 @@ class RunStats:
         return sum(self.rewards) / len(self.rewards) if self.rewards else None
 
     def status_line(self, rank_rows=None) -> str:
-        r = self.mean_reward()
-        if rank_rows and len(rank_rows) > 1:  # several nodes: the reward over all of them
-            rows = [row for row in rank_rows if row[6] > 0]
-            n = sum(row[6] for row in rows)
-            r = sum(row[5] * row[6] for row in rows) / n if n else None
+        r = merged_reward(rank_rows) if rank_rows else self.mean_reward()
         reward = f"{r:.1f} ({len(self.rewards)} ep)" if r is not None else "n/a (no episode yet)"
         lag = self.last_train.get("policy_lag_mean")
         lag_s = f"{lag:.2f} (max {self.last_train.get('policy_lag_max', 0):.0f})" if lag is not None else "n/a"
         line = (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
                 f"reward {reward} | policy lag {lag_s} | version {int(self.last_train.get('version', 0))}")
         if rank_rows and len(rank_rows) > 1:
-            shares = "/".join(f"{row[0] / max(sum(x[0] for x in rank_rows), 1):.2f}" for row in rank_rows)
+            total = max(sum(x[SAMPLES] for x in rank_rows), 1)
+            shares = "/".join(f"{row[SAMPLES] / total:.2f}" for row in rank_rows)
             line += f" | nodes {len(rank_rows)} (sample shares {shares}) | sync {self.last_train.get('sync_s', 0):.3f}s"
         return line
 
@@ -73,13 +81,13 @@ class TensorBoard:
         w.add_scalar("perf/sync_s", train.get("sync_s", 0.0), step)
         for rank, row in enumerate(rank_rows or []):
             if len(rank_rows) > 1:
-                w.add_scalar(f"nodes/samples_rank{rank}", row[0], step)
-                w.add_scalar(f"nodes/sync_s_rank{rank}", row[1], step)
+                w.add_scalar(f"nodes/samples_rank{rank}", row[SAMPLES], step)
+                w.add_scalar(f"nodes/sync_s_rank{rank}", row[SYNC_S], step)
         for k in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "ratio_dev",
                   "policy_lag_mean", "policy_lag_max", "step_s"):
             if k in train:
                 w.add_scalar(f"train/{k}", train[k], step)
-        r = stats.mean_reward()
+        r = merged_reward(rank_rows) if rank_rows else stats.mean_reward()
         if r is not None:
             w.add_scalar("episode/reward", r, step)
             w.add_scalar("episode/length", sum(stats.lengths) / max(len(stats.lengths), 1), step)

@@ -1,8 +1,10 @@
 """Shared helpers: run the real entry points as subprocesses, the way a user does."""
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -27,6 +29,27 @@ def run_module(module, *overrides, timeout=300, check=True):
 
 def train(run_dir, *overrides, **kw):
     return run_module("launch.train", f"hydra.run.dir={run_dir}", *overrides, **kw)
+
+
+def start_train(run_dir, *overrides):
+    """launch.train in the background, in its own session, output on a pipe."""
+    return subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *overrides],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def read_until(proc, pattern, timeout):
+    """Read proc's output until a line matches the regex; returns (match, lines read)."""
+    deadline, seen = time.time() + timeout, []
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line and proc.poll() is not None:
+            break
+        seen.append(line)
+        m = re.search(pattern, line)
+        if m:
+            return m, seen
+    raise AssertionError(f"'{pattern}' not seen in {timeout} s:\n{''.join(seen)[-3000:]}")
 
 
 def summary(run_dir):

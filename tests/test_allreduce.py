@@ -4,7 +4,6 @@ Real torch.distributed process groups on 127.0.0.1; the real model, learner and 
 """
 import os
 import socket
-import sys
 
 import numpy as np
 import pytest

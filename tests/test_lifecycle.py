@@ -3,12 +3,11 @@ import glob
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import torch
 
-from conftest import FAST_GYM, ROOT, summary, train
+from conftest import FAST_GYM, read_until, start_train, summary, train
 from nodes import checkpoint as ckpt
 
 
@@ -53,27 +52,9 @@ def test_foreign_checkpoint_in_run_dir_is_one_line_error(run_dir):
     assert len(err) == 1 and "is not a distrl-checkpoint-v1 checkpoint" in err[0], proc.stderr
 
 
-def _start(run_dir, *overrides):
-    return subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *overrides],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-
-
-def _wait_for(proc, needle, timeout):
-    deadline, seen = time.time() + timeout, []
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        if needle in line:
-            return "".join(seen)
-    raise AssertionError(f"'{needle}' not seen in {timeout} s:\n{''.join(seen)[-3000:]}")
-
-
 def test_sigterm_stops_cleanly_with_final_checkpoint(run_dir):
-    proc = _start(run_dir, *FAST_GYM, "train.max_env_frames=0")
-    _wait_for(proc, "frames ", 120)  # a status line: training is under way
+    proc = start_train(run_dir, *FAST_GYM, "train.max_env_frames=0")
+    read_until(proc, "frames ", 120)  # a status line: training is under way
     proc.send_signal(signal.SIGTERM)
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 128 + signal.SIGTERM, out
@@ -94,9 +75,9 @@ def _shm():
 
 def test_sigkill_leaves_no_vizdoom_process_and_no_shm_segment(run_dir):
     before_pids, before_shm = _vizdoom_pids(), _shm()
-    proc = _start(run_dir, "env=doom_basic", "sampler.num_workers=2", "sampler.envs_per_worker=4",
+    proc = start_train(run_dir, "env=doom_basic", "sampler.num_workers=2", "sampler.envs_per_worker=4",
                   "train.status_every_s=1")
-    _wait_for(proc, "frames ", 180)
+    read_until(proc, "frames ", 180)
     ours = _vizdoom_pids() - before_pids
     assert len(ours) == 8, "expected 8 VizDoom engines while training"
     assert _shm() - before_shm, "VizDoom engines should hold /dev/shm segments while running"

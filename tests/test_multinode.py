@@ -1,15 +1,13 @@
 """nodes=2 on this machine: real processes, real gloo process groups on 127.0.0.1."""
-import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import torch
 
-from conftest import ROOT, summary, train
+from conftest import read_until, start_train, summary, train
 from nodes import checkpoint as ckpt
 from nodes.config import Config
 from nodes.envs import env_spec
@@ -44,31 +42,12 @@ def test_two_nodes_end_with_identical_parameters_that_moved(run_dir):
     assert len(s["samples_per_rank"]) == 2 and min(s["samples_per_rank"]) > 0  # both nodes contributed
 
 
-def _popen(run_dir, *overrides):
-    return subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *overrides],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-
-
-def _read_until(proc, pattern, timeout):
-    deadline, seen = time.time() + timeout, []
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line and proc.poll() is not None:
-            break
-        seen.append(line)
-        m = re.search(pattern, line)
-        if m:
-            return m, seen
-    raise AssertionError(f"'{pattern}' not seen:\n{''.join(seen)[-3000:]}")
-
-
 def test_killed_node_makes_the_other_exit_naming_it_and_relaunch_resumes(run_dir):
     args = [*TWO_GYM, "train.max_env_frames=0", "train.checkpoint_every_s=1"]
-    proc = _popen(run_dir, *args)
-    m, seen = _read_until(proc, r"started 2 nodes on .* \(pids (\d+) (\d+)\)", 60)
+    proc = start_train(run_dir, *args)
+    m, seen = read_until(proc, r"started 2 nodes on .* \(pids (\d+) (\d+)\)", 60)
     pid1 = int(m.group(2))
-    _read_until(proc, r"checkpoint .*checkpoint_\d+\.pt", 120)
+    read_until(proc, r"checkpoint .*checkpoint_\d+\.pt", 120)
     os.kill(pid1, signal.SIGKILL)
     t0 = time.time()
     out = proc.communicate(timeout=20 + 60)[0]

@@ -7,12 +7,10 @@ import queue
 from types import SimpleNamespace
 
 import numpy as np
-import pytest
 
 from nodes.buffers import Control, allocate, env_groups
 from nodes.config import Config
 from nodes.envs import EnvSpec
-from nodes.processes import Channels
 from nodes.rollout_worker import GroupStepper
 
 
