@@ -3,11 +3,12 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import torch
 
-from conftest import read_until, start_train, summary, train
+from conftest import ROOT, read_until, start_train, summary, train
 from nodes import checkpoint as ckpt
 from nodes.config import Config
 from nodes.envs import env_spec
@@ -93,3 +94,21 @@ def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
     assert shares["true"]["sync_share"] < 0.15
     assert shares["true"]["sync_share"] < shares["false"]["sync_share"]
     assert shares["true"]["mean_episode_reward"] > 5.0  # random play scores 4 of 8
+
+
+def test_torchrun_starts_a_two_rank_world(run_dir):
+    from launch.local import free_port
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", f"--master-port={free_port()}",
+         "-m", "launch.train", f"hydra.run.dir={run_dir}", *TWO_GYM[1:], "train.max_env_frames=2048"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    s = summary(run_dir)
+    assert s["nodes"] == 2 and s["param_checksums"][0] == s["param_checksums"][1]
+    assert os.path.isfile(os.path.join(run_dir, "train_rank1.log"))
+
+
+def test_torchrun_without_a_run_dir_is_refused():
+    proc = subprocess.run([sys.executable, "-m", "launch.train", "env=gym"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, RANK="0", WORLD_SIZE="2", MASTER_PORT="1"))
+    assert proc.returncode == 2 and "needs the same run directory" in proc.stderr

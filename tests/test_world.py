@@ -1,0 +1,36 @@
+"""World detection from the environment a process was started in (no processes needed)."""
+import pytest
+
+from sync.world import World, detect, first_host, port_for_job
+
+
+def test_no_world_for_a_plain_process_or_a_slurm_batch_script():
+    assert detect({}) is None
+    # the batch script of an sbatch job has SLURM_PROCID but no step: it is not a world
+    assert detect({"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "7"}) is None
+    assert detect({"RANK": "0", "WORLD_SIZE": "1", "MASTER_PORT": "1234"}) is None
+
+
+def test_torchrun_environment():
+    w = detect({"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"})
+    assert w == World(1, 4, 1, "10.0.0.5", 29500, "env")
+
+
+def test_slurm_step_environment_derives_port_from_job_id():
+    env = {"SLURM_PROCID": "1", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_LOCALID": "0",
+           "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "123456"}
+    w = detect(env)
+    assert (w.rank, w.size, w.local_rank, w.source) == (1, 2, 0, "slurm")
+    assert w.master_port == port_for_job("123456") == 20000 + 123456 % 20000
+    assert w.master_addr == "gpu07"  # first host of the step, by scontrol or by our parser
+
+
+@pytest.mark.parametrize("nodelist,host", [("n1", "n1"), ("n[1-3]", "n1"), ("gpu[07,09-10],cpu1", "gpu07")])
+def test_first_host_without_scontrol(monkeypatch, nodelist, host):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    assert first_host(nodelist) == host
+
+
+def test_rank_without_port_is_refused():
+    with pytest.raises(RuntimeError, match="MASTER_PORT"):
+        detect({"RANK": "0", "WORLD_SIZE": "2"})
