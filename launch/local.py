@@ -23,7 +23,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def spawn_nodes(run_dir: str, n: int, port: int = 0) -> int:
+def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0) -> int:
+    """Run N ranks to the end. Once one fails, the others get grace_s (their collective timeout
+    plus a margin) to notice and stop on their own; a rank still running then (e.g. frozen) is
+    terminated, then killed."""
     port = port or free_port()
     procs = []
     for rank in range(n):
@@ -41,13 +44,25 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0) -> int:
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        codes = {}
+        codes, deadline = {}, None
         while len(codes) < n:
             for rank, p in enumerate(procs):
                 if rank not in codes and p.poll() is not None:
                     codes[rank] = p.returncode
                     if p.returncode != 0:
                         log.error("node rank %d exited with code %d", rank, p.returncode)
+                        deadline = deadline or time.time() + grace_s
+            if deadline and time.time() > deadline:
+                for rank, p in enumerate(procs):
+                    if rank not in codes:
+                        log.error("node rank %d still running %.0f s after a peer failed: terminating it", rank, grace_s)
+                        p.terminate()
+                        try:
+                            p.wait(10)
+                        except subprocess.TimeoutExpired:
+                            p.kill()
+                            p.wait()
+                        codes[rank] = p.returncode
             time.sleep(0.2)
     finally:
         for s, h in old.items():

@@ -36,7 +36,7 @@ def main(cfg) -> None:
         if obj.launcher.name != "local":
             refuse(f"launcher={obj.launcher.name} is not available yet; use launcher=local")
         from launch.local import spawn_nodes
-        sys.exit(spawn_nodes(obj.run_dir, obj.nodes, obj.sync.master_port))
+        sys.exit(spawn_nodes(obj.run_dir, obj.nodes, obj.sync.master_port, grace_s=obj.sync.timeout_s + 30))
     from nodes.checkpoint import CheckpointError
     from nodes.node import Node, Stopped, WorkerFailed
     try:

@@ -14,16 +14,23 @@
 - Faults: each rank refreshes `hb/<rank>` in the store every second from a thread. When a
   collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped are
   named in the error; if the store itself is gone, rank 0 (its host) is the lost one.
+  A watchdog thread backs this up: store operations on a connection to a frozen (not dead)
+  rank 0 block without any timeout, so any collective or store call still running after
+  sync.timeout_s + 10 s logs the lost rank and ends the process (exit 1); the node's janitor
+  then removes its workers, as it does for any death of the main process.
 """
 from __future__ import annotations
 
 import io
+import logging
 import math
 import os
+import sys
 import threading
 import time
+from contextlib import contextmanager
 from datetime import timedelta
-from typing import List
+from typing import List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -34,6 +41,7 @@ from nodes.peers import Solo
 from sync.world import World
 
 HEARTBEAT_S = 1.0
+log = logging.getLogger("sync")
 
 
 class PeerLost(RuntimeError):
@@ -69,6 +77,9 @@ class DistPeers(Solo):
             world.master_addr, world.master_port, world.size, is_master=False, timeout=timedelta(seconds=10)))
         self._hb = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         self._hb.start()
+        self._watched: Optional[Tuple[str, float]] = None  # (what, since) of the call in progress
+        self._dog = threading.Thread(target=self._watchdog, name="watchdog", daemon=True)
+        self._dog.start()
 
     # ------------------------------------------------------------------ failures
     def _heartbeat(self) -> None:
@@ -78,6 +89,33 @@ class DistPeers(Solo):
             except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
                 return
             self._stop_hb.wait(HEARTBEAT_S)
+
+    @contextmanager
+    def _watch(self, what: str):
+        self._watched = (what, time.monotonic())
+        try:
+            yield
+        finally:
+            self._watched = None
+
+    def _watchdog(self) -> None:
+        limit = self.cfg.timeout_s + 10.0
+        while not self._stop_hb.wait(1.0):
+            watched = self._watched
+            if watched is None or time.monotonic() - watched[1] < limit:
+                continue
+            found: List[List[int]] = []
+            probe = threading.Thread(target=lambda: found.append(self.lost_ranks()), daemon=True)
+            probe.start()
+            probe.join(5.0)
+            lost = found[0] if found else [0]  # no answer from the store: its host, rank 0
+            who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer stopped answering"
+            msg = f"rank {self.rank}: {who} during {watched[0]} (no answer for {limit:.0f} s)"
+            log.error("%s", msg)
+            print(f"error: {msg}", file=sys.stderr, flush=True)
+            for h in logging.getLogger().handlers:
+                h.flush()
+            os._exit(1)  # the janitor sees the pipe close and removes this node's workers
 
     def lost_ranks(self, wait_s: float = 6 * HEARTBEAT_S) -> List[int]:
         """Ranks whose heartbeat stopped (polled until one is stale, at most wait_s)."""
@@ -105,7 +143,8 @@ class DistPeers(Solo):
 
     def _guard(self, what: str, fn, *args):
         try:
-            return fn(*args)
+            with self._watch(what):
+                return fn(*args)
         except (RuntimeError, dist.DistBackendError, dist.DistStoreError) as exc:
             if isinstance(exc, (PeerLost, Diverged)):
                 raise
