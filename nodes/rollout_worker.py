@@ -96,7 +96,7 @@ class GroupStepper:
 def run_rollout_worker(cfg, worker: int, buffers, channels, control, random_actions: bool = False) -> None:
     # VizDoom writes _vizdoom/ and _vizdoom.ini into the working directory; a private one per
     # worker avoids the start-up race between instances.
-    workdir = os.path.join(cfg.run_dir, ".workers", f"rollout{worker}")
+    workdir = os.path.join(cfg.run_dir, ".workers", f"rollout{worker}_pid{os.getpid()}")  # unique across ranks
     os.makedirs(workdir, exist_ok=True)
     os.chdir(workdir)
     k = cfg.sampler.envs_per_worker
