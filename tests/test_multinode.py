@@ -73,8 +73,8 @@ def test_killed_node_makes_the_other_exit_naming_it_and_relaunch_resumes(run_dir
 def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
     # rank 1 steps its envs with an artificial delay; SignBandit shows whether learning still works
     slow = ["nodes=2", "env=gym", "env.id=tests.envs:SignBandit-v0", "model.fc_size=32", "model.hidden_size=32",
-            "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=512",
-            "algo.lr=0.001", "env.step_delay_s=0.0002", "env.slow_rank=1", "train.max_env_frames=60000"]
+            "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=1024",
+            "algo.lr=0.001", "env.step_delay_s=0.0002", "env.slow_rank=1", "train.max_env_frames=100000"]
     shares = {}
     for straggler in ("true", "false"):
         run = str(tmp_path / f"straggler_{straggler}")
