@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
 IMPLEMENTED_MODES = ("async",)
@@ -31,6 +31,19 @@ class EnvConfig:
     episode_timeout: int = 0  # VizDoom tics; 0 keeps the scenario's own
     step_delay_s: float = 0.0  # artificial per-step delay (slow-node tests)
     slow_rank: int = -1  # apply step_delay_s on this rank only; -1 = every rank
+    # pixel preprocessing (Atari: 84x84 grayscale, 4 stacked frames)
+    grayscale: bool = False
+    frame_stack: int = 1
+    # Atari-style episode handling
+    noop_max: int = 0  # up to this many no-ops after reset (random start states)
+    episodic_life: bool = False  # a lost life ends the trajectory for training; the score runs on
+    clip_rewards: bool = False  # train on sign(reward); the logged score stays the game's
+    # DeepMind Lab
+    level_cache_dir: str = ""  # generated level layouts are cached here ("" = ~/.cache/distrl/dmlab)
+    # VizDoom
+    actions: str = "single"  # single: no-op + one button per action | heads: one discrete head per button group
+    measurements: bool = False  # game variables (health, ammo, ...) as a second model input
+    shaping: Dict[str, float] = field(default_factory=dict)  # game variable -> reward per unit of change
 
 
 @dataclass
@@ -158,6 +171,8 @@ def validate(cfg: Any) -> None:
     need(t.keep_checkpoints >= 1, f"train.keep_checkpoints must be >= 1, got {t.keep_checkpoints}")
     need(t.device == "cpu" or t.device.startswith("cuda"), f"train.device must be cpu or cuda[:N], got '{t.device}'")
     need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
+    need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
+    need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
     need(cfg.model.core in ("gru", "none"), f"model.core must be gru or none, got '{cfg.model.core}'")
     need(cfg.model.encoder in ("auto", "conv", "mlp"), f"model.encoder must be auto, conv or mlp, got '{cfg.model.encoder}'")
     need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")

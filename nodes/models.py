@@ -94,7 +94,7 @@ class ActorCritic(nn.Module):
         self.hidden_size = model_cfg.hidden_size if self.recurrent else 1
         self.core = nn.GRUCell(model_cfg.fc_size, model_cfg.hidden_size) if self.recurrent else None
         out = model_cfg.hidden_size if self.recurrent else model_cfg.fc_size
-        self.actor = nn.Linear(out, spec.num_actions)
+        self.actor = nn.Linear(out, spec.action_heads[0])
         self.critic = nn.Linear(out, 1)
         self.apply(_init)
 

@@ -69,16 +69,17 @@ class GroupStepper:
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
-            obs, reward, done = self.envs[i].step(self.actions[slot, t])
-            self.rewards[slot, t] = reward * self.scale
+            obs, reward, done, info = self.envs[i].step(self.actions[slot, t])
+            self.rewards[slot, t] = info.get("train_reward", reward) * self.scale
             self.dones[slot, t] = done
             self.ep_return[i] += reward
             self.ep_len[i] += 1
             if done:
-                self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i])))
-                self.ep_return[i], self.ep_len[i] = 0.0, 0
-                obs = self.envs[i].reset()
                 self.env_h[e] = 0.0
+                if info.get("episode_end", True):
+                    self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i])))
+                    self.ep_return[i], self.ep_len[i] = 0.0, 0
+                    obs = self.envs[i].reset()
             t += 1
             if t == self.T:
                 self.obs[slot, t] = obs  # bootstrap observation of the finished slot
@@ -133,8 +134,8 @@ def _simulate(cfg, worker: int, envs, buffers, control) -> None:
     for env, slot in zip(envs, slots):
         obs_buf[slot, 0] = env.reset()
     while not control.stop[0]:
-        actions = rng.integers(0, spec.num_actions, size=len(envs))
+        actions = rng.integers(0, spec.action_heads[0], size=len(envs))
         for env, slot, a in zip(envs, slots, actions):
-            obs, _, done = env.step(a)
-            obs_buf[slot, 0] = env.reset() if done else obs
+            obs, _, done, info = env.step(a)
+            obs_buf[slot, 0] = env.reset() if done and info.get("episode_end", True) else obs
         steps[worker] += len(envs)

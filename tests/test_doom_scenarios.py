@@ -32,14 +32,14 @@ def test_scenario_resets_and_steps(tmp_path, monkeypatch, name):
     cfg = load(name)
     check_env_config(cfg)
     spec = env_spec(cfg)
-    assert spec.obs_shape == (3, 72, 128) and spec.num_actions >= 3
+    assert spec.obs_shape == (3, 72, 128) and spec.action_heads[0] >= 3
     env = make_env(cfg, seed=1)
     try:
         obs = env.reset()
         assert obs.shape == spec.obs_shape and obs.dtype == np.uint8 and obs.std() > 0  # a rendered frame
         rng = np.random.default_rng(0)
         for _ in range(20):
-            obs, reward, done = env.step(int(rng.integers(spec.num_actions)))
+            obs, reward, done, _ = env.step(int(rng.integers(spec.action_heads[0])))
             assert isinstance(reward, float)
             if done:
                 obs = env.reset()

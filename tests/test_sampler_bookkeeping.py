@@ -28,7 +28,7 @@ class CountingEnv:
         self.n += 1
         self.t += 1
         done = self.t >= self.episode_len
-        return (None if done else np.full(3, self.n, np.float32)), 1.0, done
+        return (None if done else np.full(3, self.n, np.float32)), 1.0, done, {}
 
 
 class ListQueue:

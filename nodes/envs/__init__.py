@@ -1,9 +1,21 @@
 """Env registry: the one place that maps `env.family` to a wrapper.
 
-Every wrapper has the same small interface, used by the rollout workers:
-    spec                      EnvSpec (observation shape/dtype, number of actions)
-    reset() -> obs            numpy array of spec.obs_shape / spec.obs_dtype
-    step(action) -> (obs, reward, done)   reward is the unscaled game reward
+Every wrapper has the same small interface, used by the rollout workers and launch.enjoy:
+    spec                      EnvSpec (observation shape/dtype, action heads, measurements)
+    reset() -> obs            numpy array of spec.obs_shape / spec.obs_dtype; for an env with
+                              measurements (spec.meas_size > 0) a pair (pixels, float32 vector)
+    step(action) -> (obs, reward, done, info)
+        action   an int for a one-head env, a sequence of ints (one per head) otherwise
+        reward   the unscaled game reward (what is logged as the episode score)
+        done     the trajectory ends here for training (no bootstrap across it)
+        info     NO_INFO, or a dict that may hold
+                   "train_reward": reward used for training before env.reward_scale
+                                   (shaped or clipped); default: reward
+                   "episode_end":  False when `done` is not the end of the game (an Atari
+                                   life lost): the score keeps adding up, no reset() follows
+                                   and obs is the next observation; default: done
+        obs      None when the episode is over (the caller calls reset())
+    render() -> HxWx3 uint8   optional: a frame for videos (launch.enjoy)
     close()
 """
 from __future__ import annotations
@@ -16,12 +28,19 @@ from typing import Any, Tuple
 class EnvSpec:
     obs_shape: Tuple[int, ...]
     obs_dtype: Any  # numpy dtype: uint8 for pixels, float32 for vectors
-    num_actions: int
+    action_heads: Tuple[int, ...]  # one discrete head per entry, its number of actions
+    meas_size: int = 0  # length of the measurements vector (game variables); 0 = none
+
+    @property
+    def num_heads(self) -> int:
+        return len(self.action_heads)
 
     @property
     def is_image(self) -> bool:
         return len(self.obs_shape) == 3
 
+
+NO_INFO: dict = {}  # shared, never mutated: most steps carry no extra information
 
 FAMILIES = ("doom", "gym")
 

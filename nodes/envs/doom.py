@@ -10,7 +10,7 @@ import os
 
 import numpy as np
 
-from nodes.envs import EnvSpec
+from nodes.envs import NO_INFO, EnvSpec
 
 RENDER_W, RENDER_H = 160, 120
 
@@ -47,7 +47,7 @@ def _buttons(env_cfg):
 
 
 def spec(env_cfg) -> EnvSpec:
-    return EnvSpec((3, env_cfg.height, env_cfg.width), np.uint8, len(_buttons(env_cfg)) + 1)
+    return EnvSpec((3, env_cfg.height, env_cfg.width), np.uint8, (len(_buttons(env_cfg)) + 1,))
 
 
 class DoomEnv:
@@ -85,7 +85,7 @@ class DoomEnv:
     def step(self, action: int):
         reward = self.game.make_action(self.actions[int(action)], self.frameskip)
         done = self.game.is_episode_finished()
-        return (None if done else self._obs()), reward, done
+        return (None if done else self._obs()), reward, done, NO_INFO
 
     def close(self) -> None:
         self.game.close()

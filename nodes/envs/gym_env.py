@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 
-from nodes.envs import EnvSpec
+from nodes.envs import NO_INFO, EnvSpec
 
 
 def check(env_cfg) -> None:
@@ -34,7 +34,7 @@ def spec(env_cfg) -> EnvSpec:
         if not isinstance(env.action_space, gym.spaces.Discrete):
             from nodes.config import ConfigError
             raise ConfigError(f"env=gym supports Discrete action spaces, '{env_cfg.id}' has {env.action_space}")
-        return EnvSpec(tuple(env.observation_space.shape), np.float32, int(env.action_space.n))
+        return EnvSpec(tuple(env.observation_space.shape), np.float32, (int(env.action_space.n),))
     finally:
         env.close()
 
@@ -63,7 +63,7 @@ class GymEnv:
         if self.delay:
             time.sleep(self.delay)
         done = terminated or truncated
-        return (None if done else obs), total, done
+        return (None if done else obs), total, done, NO_INFO
 
     def close(self) -> None:
         self.env.close()
