@@ -42,7 +42,7 @@ class EnvSpec:
 
 NO_INFO: dict = {}  # shared, never mutated: most steps carry no extra information
 
-FAMILIES = ("doom", "gym")
+FAMILIES = ("doom", "gym", "dmlab")
 
 
 def _module(family: str):
@@ -52,6 +52,9 @@ def _module(family: str):
     if family == "gym":
         from nodes.envs import gym_env
         return gym_env
+    if family == "dmlab":
+        from nodes.envs import dmlab
+        return dmlab
     from nodes.config import ConfigError
     raise ConfigError(f"unknown env.family '{family}' (available: {', '.join(FAMILIES)})")
 
