@@ -26,13 +26,14 @@ _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.flo
 @dataclass
 class TrajectoryBuffers:
     obs: torch.Tensor  # [S, T+1, *obs_shape]
-    actions: torch.Tensor  # [S, T] int64
+    meas: torch.Tensor  # [S, T+1, M] float32 measurements (M = 0 when the env has none)
+    actions: torch.Tensor  # [S, T, heads] int64, one action per head
     logp: torch.Tensor  # [S, T] behaviour log-prob of the action
     values: torch.Tensor  # [S, T] behaviour value estimate
     rewards: torch.Tensor  # [S, T] scaled training reward
     dones: torch.Tensor  # [S, T] episode ended after this step
     versions: torch.Tensor  # [S, T] policy version that chose the action
-    h0: torch.Tensor  # [S, H] hidden state before step 0
+    h0: torch.Tensor  # [S, H] recurrent state before step 0 (H = model.state_size)
     # per env
     env_slot: torch.Tensor  # [E] int64: slot the env is writing
     env_t: torch.Tensor  # [E] int64: step inside that slot
@@ -44,10 +45,10 @@ class TrajectoryBuffers:
 
     @property
     def rollout(self) -> int:
-        return self.actions.shape[1]
+        return self.rewards.shape[1]
 
 
-def allocate(spec, sampler_cfg, hidden_size: int) -> TrajectoryBuffers:
+def allocate(spec, sampler_cfg, state_size: int) -> TrajectoryBuffers:
     s, t = num_slots(sampler_cfg), sampler_cfg.rollout
     e = sampler_cfg.num_workers * sampler_cfg.envs_per_worker
 
@@ -56,16 +57,17 @@ def allocate(spec, sampler_cfg, hidden_size: int) -> TrajectoryBuffers:
 
     return TrajectoryBuffers(
         obs=shared(s, t + 1, *spec.obs_shape, dtype=_TORCH_DTYPE[np.dtype(spec.obs_dtype)]),
-        actions=shared(s, t, dtype=torch.int64),
+        meas=shared(s, t + 1, spec.meas_size),
+        actions=shared(s, t, spec.num_heads, dtype=torch.int64),
         logp=shared(s, t),
         values=shared(s, t),
         rewards=shared(s, t),
         dones=shared(s, t, dtype=torch.bool),
         versions=shared(s, t, dtype=torch.int64),
-        h0=shared(s, hidden_size),
+        h0=shared(s, state_size),
         env_slot=shared(e, dtype=torch.int64),
         env_t=shared(e, dtype=torch.int64),
-        env_h=shared(e, hidden_size),
+        env_h=shared(e, state_size),
     )
 
 
@@ -83,12 +85,12 @@ def env_groups(sampler_cfg) -> List[List[List[int]]]:
 class SlotBatch:
     """A learner batch copied out of the shared slots (so the slots can be reused at once)."""
 
-    FIELDS = ("obs", "actions", "logp", "values", "rewards", "dones", "versions", "h0")
+    FIELDS = ("obs", "meas", "actions", "logp", "values", "rewards", "dones", "versions", "h0")
 
     def __init__(self, **fields: torch.Tensor):
         for name in self.FIELDS:
             setattr(self, name, fields[name])
-        self.num_samples = self.actions.numel()
+        self.num_samples = self.rewards.numel()
 
     @classmethod
     def copy_slots(cls, buffers: TrajectoryBuffers, slots: List[int]) -> "SlotBatch":

@@ -63,10 +63,11 @@ class SamplerConfig:
 @dataclass
 class ModelConfig:
     name: str = "simplified"
-    encoder: str = "auto"  # auto: conv for image observations, mlp for vectors
+    encoder: str = "auto"  # auto: conv for image observations, mlp for vectors | conv | impala | mlp
     fc_size: int = 512
-    core: str = "gru"  # gru | none
+    core: str = "gru"  # gru | lstm | none
     hidden_size: int = 512
+    measurements: bool = False  # feed the env's measurements (game variables) through an MLP
 
 
 @dataclass
@@ -173,8 +174,12 @@ def validate(cfg: Any) -> None:
     need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
-    need(cfg.model.core in ("gru", "none"), f"model.core must be gru or none, got '{cfg.model.core}'")
-    need(cfg.model.encoder in ("auto", "conv", "mlp"), f"model.encoder must be auto, conv or mlp, got '{cfg.model.encoder}'")
+    m = cfg.model
+    need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")
+    need(m.encoder in ("auto", "conv", "impala", "mlp"), f"model.encoder must be auto, conv, impala or mlp, got '{m.encoder}'")
+    need(not e.measurements or e.family == "doom", f"env.measurements=true is a VizDoom option; env family '{e.family}' has no game variables")
+    need(not m.measurements or e.measurements,
+         f"model.measurements=true (model={m.name}) needs an env with measurements: env.measurements=true on a VizDoom env, got env={e.name}")
     need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")
     y = cfg.sync
     need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")

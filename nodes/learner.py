@@ -90,9 +90,9 @@ class Learner:
 
     def loss(self, batch) -> Dict[str, torch.Tensor]:
         c = self.cfg
-        logits, values = self.model.unroll(batch.obs, batch.h0, batch.dones)
-        logp_all = torch.log_softmax(logits[:, :-1], -1)
-        logp = logp_all.gather(2, batch.actions.unsqueeze(2)).squeeze(2)
+        logits, values = self.model.unroll(batch.obs, batch.meas, batch.h0, batch.dones)
+        heads = self.model.heads
+        logp = heads.log_prob(logits[:, :-1], batch.actions)  # summed over action heads
         log_ratio = logp - batch.logp
         ratio = torch.exp(log_ratio)
         if c.vtrace:
@@ -108,7 +108,7 @@ class Learner:
         else:
             policy_loss = -(logp * adv).mean()
         value_loss = 0.5 * (targets - values[:, :-1]).pow(2).mean()
-        entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+        entropy = heads.entropy(logits[:, :-1]).mean()
         total = policy_loss + c.value_loss_coeff * value_loss - c.entropy_coeff * entropy
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=(ratio - 1).abs().mean())
@@ -128,7 +128,7 @@ class Learner:
         self.optimizer.step()
         # Observation statistics change the policy too, so they move with the version: updated
         # after the loss, the learner's policy at loss time is exactly the published one.
-        self.model.obs_norm.update(batch.obs[:, :-1], self.peers.all_sum)
+        self.model.update_norms(batch.obs[:, :-1], batch.meas[:, :-1], self.peers.all_sum)
         self.version += 1
         stats = {k: float(v.detach()) for k, v in parts.items()}
         stats.update(grad_norm=float(grad_norm), policy_lag_mean=float(lag.mean()),

@@ -1,10 +1,14 @@
-"""Actor-critic models: encoder -> (GRU core) -> actor and critic heads.
+"""Actor-critic models: encoder (+ measurements) -> core -> actor heads and critic.
 
-The "simplified" model of the Sample Factory paper, sized as Sample Factory 2 sizes it:
-conv 32 8x8/4, 64 4x4/2, 128 3x3/2 (ELU), fc 512 (ELU), GRU 512, linear actor and critic heads.
-Vector observations get a two-layer MLP encoder instead. Shapes come from the env spec.
+conf/model/ selects them (every shape comes from the env spec, none is hand-set):
+- simplified: the Sample Factory paper's encoder, sized as Sample Factory 2 sizes it: conv 32
+  8x8/4, 64 4x4/2, 128 3x3/2 (ELU), fc 512 (ELU), GRU 512, linear actor and critic heads;
+- full: the same plus a measurements MLP (game variables) joined before the core;
+- impala: the IMPALA ResNet encoder with an LSTM core;
+- vector observations get a two-layer MLP encoder (encoder=auto picks it).
+Multi-head actions (a tuple of discrete heads) are L independent linear heads over one output.
 
-The same GRUCell serves the policy worker (one step) and the learner (BPTT over the rollout),
+The same recurrent cell serves the policy worker (one step) and the learner (BPTT over the rollout),
 so behaviour and learner log-probabilities agree to float precision at equal parameters.
 """
 from __future__ import annotations
@@ -55,6 +59,8 @@ class RunningNorm(nn.Module):
 
 
 class ConvEncoder(nn.Module):
+    """The seed paper's "simplified" encoder: 3 convolutions + one fully connected layer."""
+
     def __init__(self, obs_shape, fc_size: int):
         super().__init__()
         c = obs_shape[0]
@@ -64,9 +70,35 @@ class ConvEncoder(nn.Module):
             nn.Conv2d(64, 128, 3, stride=2), nn.ELU(),
             nn.Flatten(),
         )
-        with torch.no_grad():
-            n = self.conv(torch.zeros(1, *obs_shape)).shape[1]
-        self.fc = nn.Sequential(nn.Linear(n, fc_size), nn.ELU())
+        self.fc = nn.Sequential(nn.Linear(_flat_size(self.conv, obs_shape), fc_size), nn.ELU())
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.conv(obs))
+
+
+class _Residual(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.net = nn.Sequential(nn.ReLU(), nn.Conv2d(channels, channels, 3, padding=1),
+                                 nn.ReLU(), nn.Conv2d(channels, channels, 3, padding=1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.net(x)
+
+
+class ImpalaEncoder(nn.Module):
+    """IMPALA's ResNet (Espeholt et al. 2018): 3 stages of conv 3x3 + max-pool 3x3/2 + 2 residual
+    blocks with 16, 32, 32 channels, then ReLU and one fully connected layer."""
+
+    def __init__(self, obs_shape, fc_size: int):
+        super().__init__()
+        layers, c = [], obs_shape[0]
+        for out in (16, 32, 32):
+            layers += [nn.Conv2d(c, out, 3, padding=1), nn.MaxPool2d(3, stride=2, padding=1),
+                       _Residual(out), _Residual(out)]
+            c = out
+        self.conv = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
+        self.fc = nn.Sequential(nn.Linear(_flat_size(self.conv, obs_shape), fc_size), nn.ReLU())
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(obs))
@@ -81,7 +113,54 @@ class MLPEncoder(nn.Module):
         return self.net(obs)
 
 
+ENCODERS = {"conv": ConvEncoder, "impala": ImpalaEncoder, "mlp": MLPEncoder}
+MEAS_SIZE = 128  # width of the measurements MLP of the "full" model
+
+
+def _flat_size(conv: nn.Module, obs_shape) -> int:
+    with torch.no_grad():
+        return conv(torch.zeros(1, *obs_shape)).shape[1]
+
+
+class ActionHeads:
+    """A tuple of independent discrete heads whose logits are concatenated along the last axis.
+
+    The joint log-probability and entropy are sums over heads, so one head is the plain
+    categorical case and the learner never needs to know how many heads there are.
+    """
+
+    def __init__(self, sizes):
+        self.sizes = [int(n) for n in sizes]
+
+    def split(self, logits: torch.Tensor):
+        return [torch.log_softmax(x, -1) for x in logits.split(self.sizes, -1)]
+
+    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+        """One action per head: [..., heads] int64 (Gumbel-max, any batch shape)."""
+        out = []
+        for logp in self.split(logits):
+            u = torch.rand_like(logp).clamp_(1e-10, 1.0)
+            out.append((logp - torch.log(-torch.log(u))).argmax(-1))
+        return torch.stack(out, -1)
+
+    def greedy(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.stack([logp.argmax(-1) for logp in self.split(logits)], -1)
+
+    def log_prob(self, logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        parts = [logp.gather(-1, actions[..., i : i + 1]).squeeze(-1) for i, logp in enumerate(self.split(logits))]
+        return torch.stack(parts, 0).sum(0)
+
+    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        return torch.stack([-(logp.exp() * logp).sum(-1) for logp in self.split(logits)], 0).sum(0)
+
+
 class ActorCritic(nn.Module):
+    """encoder (+ measurements MLP) -> core (GRU, LSTM or none) -> actor heads and critic.
+
+    The recurrent state is one flat vector per env (`state_size`): h for a GRU, [h, c] for an
+    LSTM, so buffers and policy workers handle every core alike.
+    """
+
     def __init__(self, spec, model_cfg):
         super().__init__()
         kind = model_cfg.encoder
@@ -89,41 +168,74 @@ class ActorCritic(nn.Module):
             kind = "conv" if spec.is_image else "mlp"
         # Observations stay uint8 in the buffers (4x less memory); they become floats here.
         self.obs_norm = RunningNorm(spec.obs_shape)
-        self.encoder = (ConvEncoder if kind == "conv" else MLPEncoder)(spec.obs_shape, model_cfg.fc_size)
-        self.recurrent = model_cfg.core == "gru"
-        self.hidden_size = model_cfg.hidden_size if self.recurrent else 1
-        self.core = nn.GRUCell(model_cfg.fc_size, model_cfg.hidden_size) if self.recurrent else None
-        out = model_cfg.hidden_size if self.recurrent else model_cfg.fc_size
-        self.actor = nn.Linear(out, spec.action_heads[0])
+        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size)
+        width = model_cfg.fc_size
+        # The "full" model: game variables (health, ammo, ...) through their own MLP, joined
+        # with the image features before the core. Their scales differ wildly (health 100,
+        # kills 1), so they are normalised like the pixels.
+        self.use_meas = bool(model_cfg.measurements) and spec.meas_size > 0
+        if self.use_meas:
+            self.meas_norm = RunningNorm((spec.meas_size,))
+            self.meas_mlp = nn.Sequential(nn.Linear(spec.meas_size, MEAS_SIZE), nn.ELU(),
+                                          nn.Linear(MEAS_SIZE, MEAS_SIZE), nn.ELU())
+            width += MEAS_SIZE
+        self.core_kind = model_cfg.core
+        self.recurrent = self.core_kind != "none"
+        hidden = model_cfg.hidden_size
+        if self.core_kind == "gru":
+            self.core, self.state_size = nn.GRUCell(width, hidden), hidden
+        elif self.core_kind == "lstm":
+            self.core, self.state_size = nn.LSTMCell(width, hidden), 2 * hidden
+        else:
+            self.core, self.state_size = None, 1
+        out = hidden if self.recurrent else width
+        self.heads = ActionHeads(spec.action_heads)
+        self.actor = nn.Linear(out, sum(self.heads.sizes))
         self.critic = nn.Linear(out, 1)
         self.apply(_init)
 
-
-    def step(self, obs: torch.Tensor, h: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One step for a batch of envs: (logits, value, new hidden state)."""
+    def _features(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
         x = self.encoder(self.obs_norm(obs))
+        if self.use_meas:
+            x = torch.cat([x, self.meas_mlp(self.meas_norm(meas))], -1)
+        return x
+
+    def _core(self, x: torch.Tensor, state: torch.Tensor):
+        """(output, new flat state) for one step."""
+        if self.core_kind == "gru":
+            h = self.core(x, state)
+            return h, h
+        h, c = self.core(x, state.chunk(2, -1))
+        return h, torch.cat([h, c], -1)
+
+    def step(self, obs: torch.Tensor, meas: torch.Tensor, state: torch.Tensor):
+        """One step for a batch of envs: (logits, value, new recurrent state)."""
+        x = self._features(obs, meas)
         if self.recurrent:
-            h = self.core(x, h)
-            x = h
-        return self.actor(x), self.critic(x).squeeze(-1), h
+            x, state = self._core(x, state)
+        return self.actor(x), self.critic(x).squeeze(-1), state
 
-    def unroll(self, obs: torch.Tensor, h0: torch.Tensor, dones: torch.Tensor):
-        """BPTT over trajectories. obs [B, T+1, ...], h0 [B, H], dones [B, T] (done after step t).
-
-        Returns logits [B, T+1, A] and values [B, T+1]; step T only serves the bootstrap value.
-        """
+    def unroll(self, obs: torch.Tensor, meas: torch.Tensor, state0: torch.Tensor, dones: torch.Tensor):
+        """BPTT over trajectories. obs [B, T+1, ...], meas [B, T+1, M], state0 [B, S], dones [B, T]
+        (done after step t). Returns logits [B, T+1, sum(heads)] and values [B, T+1]; step T
+        only serves the bootstrap value."""
         b, t1 = obs.shape[:2]
-        x = self.encoder(self.obs_norm(obs.reshape(b * t1, *obs.shape[2:]))).view(b, t1, -1)
+        x = self._features(obs.reshape(b * t1, *obs.shape[2:]), meas.reshape(b * t1, -1)).view(b, t1, -1)
         if self.recurrent:
             keep = 1.0 - dones.float()
-            h, outs = h0, []
+            state, outs = state0, []
             for t in range(t1):
-                h = self.core(x[:, t], h)
-                outs.append(h)
+                out, state = self._core(x[:, t], state)
+                outs.append(out)
                 if t < t1 - 1:
-                    h = h * keep[:, t : t + 1]  # a new episode starts from a zero state
+                    state = state * keep[:, t : t + 1]  # a new episode starts from a zero state
             x = torch.stack(outs, 1)
         return self.actor(x), self.critic(x).squeeze(-1)
+
+    def update_norms(self, obs: torch.Tensor, meas: torch.Tensor, all_sum=None) -> None:
+        self.obs_norm.update(obs, all_sum)
+        if self.use_meas:
+            self.meas_norm.update(meas, all_sum)
 
 
 def _init(module: nn.Module) -> None:

@@ -114,7 +114,7 @@ class Node:
         cfg, s = self.worker_cfg, self.cfg.sampler
         self.control = Control.create(s.num_workers)
         self.channels = Channels.create(s.num_workers)
-        self.buffers = allocate(self.spec, s, self.model.hidden_size)
+        self.buffers = allocate(self.spec, s, self.model.state_size)
         self.weights = SharedWeights(self.model)
         self.weights.publish(self.model, self.learner.version)
         self.janitor = start_janitor()

@@ -36,11 +36,10 @@ def run_policy_worker(cfg, index: int, spec, buffers, channels, control, shared_
         ts = buffers.env_t[env_ids]
         h = buffers.env_h[env_ids]
         with torch.inference_mode():
-            logits, values, h_new = model.step(buffers.obs[slots, ts], h)
-            logp_all = torch.log_softmax(logits, -1)
-            actions = torch.multinomial(logp_all.exp(), 1).squeeze(1)
+            logits, values, h_new = model.step(buffers.obs[slots, ts], buffers.meas[slots, ts], h)
+            actions = model.heads.sample(logits)  # [B, heads]
             buffers.actions[slots, ts] = actions
-            buffers.logp[slots, ts] = logp_all.gather(1, actions[:, None]).squeeze(1)
+            buffers.logp[slots, ts] = model.heads.log_prob(logits, actions)
             buffers.values[slots, ts] = values
             buffers.versions[slots, ts] = weights.version
             first = ts == 0

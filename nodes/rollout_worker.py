@@ -33,6 +33,9 @@ class GroupStepper:
         self.scale = cfg.env.reward_scale
         # numpy views of shared memory: scalar indexing is much cheaper than on torch tensors
         self.obs = buffers.obs.numpy()
+        self.meas = buffers.meas.numpy()
+        self.has_meas = self.meas.shape[-1] > 0  # then envs return (pixels, measurements)
+        self.one_head = buffers.actions.shape[-1] == 1  # then envs take a plain int
         self.actions = buffers.actions.numpy()
         self.rewards = buffers.rewards.numpy()
         self.dones = buffers.dones.numpy()
@@ -60,8 +63,14 @@ class GroupStepper:
                 slot = self.take_free_slot()
                 self.env_slot[e], self.env_t[e] = slot, 0
                 self.env_h[e] = 0.0
-                self.obs[slot, 0] = self.envs[e - self.w * self.k].reset()
+                self.write_obs(slot, 0, self.envs[e - self.w * self.k].reset())
             self.ch.requests.put((self.w, g))
+
+    def write_obs(self, slot: int, t: int, obs) -> None:
+        if self.has_meas:
+            self.obs[slot, t], self.meas[slot, t] = obs
+        else:
+            self.obs[slot, t] = obs
 
     def step_group(self, g: int) -> None:
         """Apply the policy's actions to group g's envs and record the results."""
@@ -69,7 +78,8 @@ class GroupStepper:
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
-            obs, reward, done, info = self.envs[i].step(self.actions[slot, t])
+            action = self.actions[slot, t]
+            obs, reward, done, info = self.envs[i].step(int(action[0]) if self.one_head else action)
             self.rewards[slot, t] = info.get("train_reward", reward) * self.scale
             self.dones[slot, t] = done
             self.ep_return[i] += reward
@@ -82,11 +92,11 @@ class GroupStepper:
                     obs = self.envs[i].reset()
             t += 1
             if t == self.T:
-                self.obs[slot, t] = obs  # bootstrap observation of the finished slot
+                self.write_obs(slot, t, obs)  # bootstrap observation of the finished slot
                 finished.append(slot)
                 slot, t = self.take_free_slot(), 0
                 self.env_slot[e] = slot
-            self.obs[slot, t] = obs
+            self.write_obs(slot, t, obs)
             self.env_t[e] = t
         if finished:
             self.ch.trajectories.put_many(finished)
@@ -128,14 +138,22 @@ def _simulate(cfg, worker: int, envs, buffers, control) -> None:
     """Pure simulation for the benchmark: random actions, same envs and obs writes, no policy."""
     spec = env_spec(cfg.env)
     rng = np.random.default_rng(cfg.seed + worker)
-    obs_buf = buffers.obs.numpy()
+    obs_buf, meas_buf = buffers.obs.numpy(), buffers.meas.numpy()
     steps = control.worker_steps.numpy()
     slots = [(worker * len(envs) + i) % buffers.num_slots for i in range(len(envs))]
+
+    def write(slot, obs):
+        if spec.meas_size:
+            obs_buf[slot, 0], meas_buf[slot, 0] = obs
+        else:
+            obs_buf[slot, 0] = obs
+
     for env, slot in zip(envs, slots):
-        obs_buf[slot, 0] = env.reset()
+        write(slot, env.reset())
+    sizes = np.array(spec.action_heads)
     while not control.stop[0]:
-        actions = rng.integers(0, spec.action_heads[0], size=len(envs))
+        actions = (rng.random((len(envs), len(sizes))) * sizes).astype(np.int64)
         for env, slot, a in zip(envs, slots, actions):
-            obs, _, done, info = env.step(a)
-            obs_buf[slot, 0] = env.reset() if done and info.get("episode_end", True) else obs
+            obs, _, done, info = env.step(int(a[0]) if len(sizes) == 1 else a)
+            write(slot, env.reset() if done and info.get("episode_end", True) else obs)
         steps[worker] += len(envs)

@@ -16,7 +16,7 @@ from nodes.envs import EnvSpec
 from nodes.learner import Learner
 from nodes.models import ActorCritic
 
-SPEC = EnvSpec((4,), np.float32, 3)
+SPEC = EnvSpec((4,), np.float32, (3, 2))  # two action heads: the joint log-prob is a sum
 
 
 def make_cfg():
@@ -31,7 +31,8 @@ def make_cfg():
 def make_batch(seed, n_traj, T=5):
     g = torch.Generator().manual_seed(seed)
     return SlotBatch(
-        obs=torch.randn(n_traj, T + 1, 4, generator=g), actions=torch.randint(0, 3, (n_traj, T), generator=g),
+        obs=torch.randn(n_traj, T + 1, 4, generator=g), meas=torch.zeros(n_traj, T + 1, 0),
+        actions=torch.stack([torch.randint(0, n, (n_traj, T), generator=g) for n in SPEC.action_heads], -1),
         logp=-torch.rand(n_traj, T, generator=g) - 0.5, values=torch.randn(n_traj, T, generator=g),
         rewards=torch.randn(n_traj, T, generator=g), dones=torch.rand(n_traj, T, generator=g) < 0.2,
         versions=torch.zeros(n_traj, T, dtype=torch.int64), h0=torch.randn(n_traj, 8, generator=g))

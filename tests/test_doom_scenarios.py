@@ -1,5 +1,6 @@
 """Every VizDoom scenario in conf/env/ resets and steps through the real engine with the
-observation and action spaces its config promises."""
+observation and action spaces its config promises; multi-head actions, measurements and reward
+shaping do what the config says."""
 import glob
 import os
 
@@ -8,15 +9,21 @@ import pytest
 from omegaconf import OmegaConf
 
 from conftest import ROOT
-from nodes.config import EnvConfig
+from nodes.config import ConfigError, EnvConfig
 from nodes.envs import check_env_config, env_spec, make_env
+from nodes.envs.doom import action_heads
 
 SCENARIOS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "env", "doom_*.yaml")))
 
 
-def load(name):
+def load(name, **over):
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EnvConfig),
-                                               OmegaConf.load(os.path.join(ROOT, "conf", "env", f"{name}.yaml"))))
+                                               OmegaConf.load(os.path.join(ROOT, "conf", "env", f"{name}.yaml")), over))
+
+
+def random_action(spec, rng):
+    a = [int(rng.integers(n)) for n in spec.action_heads]
+    return a[0] if len(a) == 1 else a
 
 
 def test_the_seed_papers_scenarios_are_all_there():
@@ -32,17 +39,89 @@ def test_scenario_resets_and_steps(tmp_path, monkeypatch, name):
     cfg = load(name)
     check_env_config(cfg)
     spec = env_spec(cfg)
-    assert spec.obs_shape == (3, 72, 128) and spec.action_heads[0] >= 3
+    assert spec.obs_shape == (3, 72, 128) and cfg.frameskip == 4
     env = make_env(cfg, seed=1)
     try:
+        # the promised spaces, read back from the engine itself
+        n_buttons = len(env.game.get_available_buttons())
+        if cfg.actions == "single":
+            assert spec.action_heads == (n_buttons + 1,)
+        else:
+            assert len(spec.action_heads) > 1
+        assert spec.meas_size == (len(env.game.get_available_game_variables()) if cfg.measurements else 0)
         obs = env.reset()
-        assert obs.shape == spec.obs_shape and obs.dtype == np.uint8 and obs.std() > 0  # a rendered frame
+        pixels, meas = obs if cfg.measurements else (obs, np.zeros(0, np.float32))
+        assert pixels.shape == spec.obs_shape and pixels.dtype == np.uint8 and pixels.std() > 0  # a rendered frame
+        assert meas.shape == (spec.meas_size,) and meas.dtype == np.float32
+        if cfg.measurements:
+            assert np.array_equal(meas, env.game.get_state().game_variables.astype(np.float32))
         rng = np.random.default_rng(0)
         for _ in range(20):
-            obs, reward, done, _ = env.step(int(rng.integers(spec.action_heads[0])))
+            obs, reward, done, info = env.step(random_action(spec, rng))
             assert isinstance(reward, float)
             if done:
                 obs = env.reset()
-            assert obs.shape == spec.obs_shape and obs.dtype == np.uint8
+            pixels, meas = obs if cfg.measurements else (obs, np.zeros(0, np.float32))
+            assert pixels.shape == spec.obs_shape and meas.shape == (spec.meas_size,)
     finally:
         env.close()
+
+
+def test_deathmatch_heads_are_the_seed_decomposition():
+    import vizdoom as vzd
+    from nodes.envs.doom import scenario_path
+    game = vzd.DoomGame()
+    game.load_config(scenario_path(load("doom_deathmatch")))
+    heads = dict(action_heads(game.get_available_buttons()))
+    assert list(heads) == ["move", "strafe", "attack", "sprint", "weapon", "turn"]
+    assert [len(m) for m in heads.values()] == [3, 3, 2, 2, 7, 11]
+    for m in heads.values():  # option 0 of every head presses nothing; the others press something
+        assert not m[0].any() or m is heads["turn"]
+        assert all(row.any() for row in m[1:]) or m is heads["turn"]
+    # heads press disjoint buttons, so their sum is a valid combined action
+    pressed = [set(np.flatnonzero(np.abs(m).sum(0))) for m in heads.values()]
+    assert sum(len(p) for p in pressed) == len(set().union(*pressed))
+
+
+def test_frameskip_2_takes_half_the_tics(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    tics = {}
+    for skip in (4, 2):
+        env = make_env(load("doom_basic", frameskip=skip), seed=1)
+        env.reset()
+        start = env.game.get_episode_time()
+        env.step(0)
+        tics[skip] = env.game.get_episode_time() - start
+        env.close()
+    assert tics == {4: 4, 2: 2}
+
+
+def test_reward_shaping_adds_weighted_variable_changes(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = load("doom_defend_the_center", shaping={"AMMO2": 0.5, "HEALTH": 0.1})
+    env = make_env(cfg, seed=3)
+    try:
+        (_, meas) = env.reset()
+        fired = False
+        for _ in range(200):
+            before = meas
+            obs, reward, done, info = env.step(3)  # ATTACK: spends ammo
+            if done:
+                break
+            meas = obs[1]
+            expect = reward + 0.5 * (meas[0] - before[0]) + 0.1 * (meas[1] - before[1])
+            assert info["train_reward"] == pytest.approx(expect)
+            fired |= meas[0] < before[0]
+        assert fired, "attacking never spent ammo: the shaping was not exercised"
+    finally:
+        env.close()
+
+
+def test_measurements_on_a_scenario_without_variables_is_one_line():
+    with pytest.raises(ConfigError, match="defines no game variables"):
+        check_env_config(load("doom_my_way_home", measurements=True))
+
+
+def test_unknown_shaping_variable_is_one_line():
+    with pytest.raises(ConfigError, match="not a VizDoom game variable"):
+        check_env_config(load("doom_basic", shaping={"HEALTHY": 1.0}))

@@ -53,7 +53,7 @@ def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2):
     cfg.sampler.double_buffered, cfg.sampler.rollout, cfg.sampler.batch_size = double_buffered, rollout, rollout
     cfg.env.reward_scale = 0.5
     cfg.sampler.num_slots = 4 * k  # enough that no test waits for the learner to return slots
-    spec = EnvSpec((3,), np.float32, 2)
+    spec = EnvSpec((3,), np.float32, (2,))
     buffers = allocate(spec, cfg.sampler, hidden)
     ch = SimpleNamespace(requests=ListQueue(), trajectories=ListQueue(), free_slots=ListQueue(), reports=ListQueue())
     ch.free_slots.items = list(range(buffers.num_slots))

@@ -1,8 +1,22 @@
-"""VizDoom scenarios with one discrete action head.
+"""VizDoom scenarios: pixels, optional measurements, one or several discrete action heads.
 
 Rendering happens at 160x120 (the smallest 4:3 mode VizDoom has) and is resized to
 env.width x env.height (128x72 by default, the seed paper's benchmark size) with
-nearest-neighbour index arrays computed once. Actions: no-op plus each available button alone.
+nearest-neighbour index arrays computed once.
+
+Actions (env.actions):
+- single: one head, no-op plus each available button alone (enough for basic, defend_*, ...);
+- heads:  the seed paper's decomposition into independent heads, built from the buttons the
+  scenario makes available: move (none/forward/backward), strafe (none/left/right), attack,
+  sprint, interact, weapon (none or select weapon k), turn (left/right buttons, or 11 turn
+  angles when TURN_LEFT_RIGHT_DELTA exists); any other button (JUMP, CROUCH, ...) gets its own
+  on/off head. STRAFE, SELECT_NEXT/PREV_WEAPON and LOOK_UP_DOWN_DELTA are never pressed.
+
+Measurements (env.measurements): the scenario's game variables (plus any named in env.shaping)
+as a float32 vector beside the pixels; the "full" model feeds them through an MLP.
+
+Reward shaping (env.shaping, {GAME_VARIABLE: weight}): the training reward adds
+weight x (change of that variable) each step. The logged episode score stays the game's reward.
 """
 from __future__ import annotations
 
@@ -13,6 +27,9 @@ import numpy as np
 from nodes.envs import NO_INFO, EnvSpec
 
 RENDER_W, RENDER_H = 160, 120
+TURN_DELTAS = np.linspace(-10.0, 10.0, 11)  # degrees per tic for TURN_LEFT_RIGHT_DELTA
+NEVER_PRESSED = ("STRAFE", "SELECT_NEXT_WEAPON", "SELECT_PREV_WEAPON", "LOOK_UP_DOWN_DELTA")
+ACTION_MODES = ("single", "heads")
 
 
 def _vizdoom():
@@ -37,17 +54,90 @@ def check(env_cfg) -> None:
         raise ConfigError(f"VizDoom scenario '{env_cfg.id}' is not bundled with vizdoom ({scenario_path(env_cfg)})")
     if env_cfg.width > RENDER_W or env_cfg.height > RENDER_H or min(env_cfg.width, env_cfg.height) < 16:
         raise ConfigError(f"env.width x env.height must be between 16x16 and {RENDER_W}x{RENDER_H}, got {env_cfg.width}x{env_cfg.height}")
+    if env_cfg.actions not in ACTION_MODES:
+        raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
+    if env_cfg.measurements and not _game(env_cfg).get_available_game_variables():
+        raise ConfigError(f"env.measurements=true but scenario '{env_cfg.id}' defines no game variables (set env.measurements=false)")
+    known = _vizdoom().GameVariable.__members__
+    for name in env_cfg.shaping:
+        if name not in known:
+            raise ConfigError(f"env.shaping: '{name}' is not a VizDoom game variable (e.g. HEALTH, AMMO2, KILLCOUNT, FRAGCOUNT)")
 
 
-def _buttons(env_cfg):
+def _game(env_cfg):
+    """A configured, not yet initialised DoomGame (loading the .cfg starts no engine)."""
     vzd = _vizdoom()
     game = vzd.DoomGame()
     game.load_config(scenario_path(env_cfg))
-    return game.get_available_buttons()
+    have = set(game.get_available_game_variables())
+    for name in env_cfg.shaping:
+        var = vzd.GameVariable.__members__.get(name)
+        if var is None:
+            continue  # check() refuses it; spec() may be asked first
+        if var not in have:
+            game.add_available_game_variable(var)
+    return game
+
+
+def action_heads(buttons) -> list:
+    """[(head name, options [n, len(buttons)] float32)] for env.actions=heads."""
+    index = {b.name: i for i, b in enumerate(buttons)}
+    used = set(NEVER_PRESSED)
+    heads = []
+
+    def options(rows):
+        m = np.zeros((len(rows), len(buttons)), np.float32)
+        for r, presses in enumerate(rows):
+            for name, value in presses.items():
+                m[r, index[name]] = value
+        return m
+
+    def pair(name, a, b, delta=None):
+        if a in index and b in index:
+            heads.append((name, options([{}, {a: 1}, {b: 1}])))
+            used.update((a, b))
+            if delta:
+                used.add(delta)  # the buttons cover it
+        elif delta and delta in index:
+            heads.append((name, options([{}, {delta: 1}, {delta: -1}])))
+            used.add(delta)
+
+    pair("move", "MOVE_FORWARD", "MOVE_BACKWARD", "MOVE_FORWARD_BACKWARD_DELTA")
+    pair("strafe", "MOVE_LEFT", "MOVE_RIGHT", "MOVE_LEFT_RIGHT_DELTA")
+    for name, button in (("attack", "ATTACK"), ("sprint", "SPEED"), ("interact", "USE")):
+        if button in index:
+            heads.append((name, options([{}, {button: 1}])))
+            used.add(button)
+    weapons = [n for n in index if n.startswith("SELECT_WEAPON")]
+    if weapons:
+        heads.append(("weapon", options([{}] + [{w: 1} for w in weapons])))
+        used.update(weapons)
+    if "TURN_LEFT_RIGHT_DELTA" in index:  # finer aiming than the two buttons
+        heads.append(("turn", options([{"TURN_LEFT_RIGHT_DELTA": float(d)} for d in TURN_DELTAS])))
+        used.update(("TURN_LEFT_RIGHT_DELTA", "TURN_LEFT", "TURN_RIGHT"))
+    else:
+        pair("turn", "TURN_LEFT", "TURN_RIGHT")
+    for name in index:
+        if name not in used:
+            heads.append((name.lower(), options([{}, {name: 1}])))
+    return heads
+
+
+def _actions(env_cfg, buttons):
+    """(head sizes, per-head option matrices)."""
+    if env_cfg.actions == "heads":
+        mats = [m for _, m in action_heads(buttons)]
+    else:
+        n = len(buttons)
+        mats = [np.concatenate([np.zeros((1, n), np.float32), np.eye(n, dtype=np.float32)])]
+    return tuple(len(m) for m in mats), mats
 
 
 def spec(env_cfg) -> EnvSpec:
-    return EnvSpec((3, env_cfg.height, env_cfg.width), np.uint8, (len(_buttons(env_cfg)) + 1,))
+    game = _game(env_cfg)
+    sizes, _ = _actions(env_cfg, game.get_available_buttons())
+    meas = len(game.get_available_game_variables()) if env_cfg.measurements else 0
+    return EnvSpec((3, env_cfg.height, env_cfg.width), np.uint8, sizes, meas)
 
 
 class DoomEnv:
@@ -55,8 +145,7 @@ class DoomEnv:
         vzd = _vizdoom()
         self.spec = spec(env_cfg)
         self.frameskip = env_cfg.frameskip
-        game = vzd.DoomGame()
-        game.load_config(scenario_path(env_cfg))
+        game = _game(env_cfg)
         game.set_screen_resolution(vzd.ScreenResolution.RES_160X120)
         game.set_screen_format(vzd.ScreenFormat.CRCGCB)  # channels first: no transpose needed
         game.set_window_visible(False)
@@ -66,26 +155,53 @@ class DoomEnv:
         game.set_seed(seed % (2**31))
         game.init()
         self.game = game
-        n = len(game.get_available_buttons())
-        self.actions = [[0] * n] + [list(row) for row in np.eye(n, dtype=int)]
+        _, self.options = _actions(env_cfg, game.get_available_buttons())
+        self.single = len(self.options) == 1
+        variables = [v.name for v in game.get_available_game_variables()]
+        self.measurements = env_cfg.measurements
+        self.shaping = [(variables.index(k), float(w)) for k, w in env_cfg.shaping.items()]
+        self._vars = np.zeros(len(variables), np.float32)  # last seen game variables
+        self._screen = None
         h, w = env_cfg.height, env_cfg.width
         self._rows = ((np.arange(h) + 0.5) * RENDER_H / h).astype(np.intp)[:, None]
         self._cols = ((np.arange(w) + 0.5) * RENDER_W / w).astype(np.intp)[None, :]
 
-    def _obs(self) -> np.ndarray:
+    def _obs(self):
         state = self.game.get_state()
         if state is None:  # episode over: the next reset() supplies the real observation
-            return np.zeros(self.spec.obs_shape, np.uint8)
-        return state.screen_buffer[:, self._rows, self._cols]
+            return None
+        self._screen = state.screen_buffer
+        if state.game_variables is not None:
+            self._vars = state.game_variables.astype(np.float32)
+        pixels = state.screen_buffer[:, self._rows, self._cols]
+        return (pixels, self._vars) if self.measurements else pixels
 
-    def reset(self) -> np.ndarray:
+    def reset(self):
         self.game.new_episode()
         return self._obs()
 
-    def step(self, action: int):
-        reward = self.game.make_action(self.actions[int(action)], self.frameskip)
+    def step(self, action):
+        if self.single:
+            buttons = self.options[0][int(action)]
+        else:
+            buttons = sum(m[int(a)] for m, a in zip(self.options, action))
+        before = self._vars
+        reward = self.game.make_action(buttons.tolist(), self.frameskip)
         done = self.game.is_episode_finished()
-        return (None if done else self._obs()), reward, done, NO_INFO
+        obs = None if done else self._obs()
+        if not self.shaping:
+            return obs, reward, done, NO_INFO
+        if done:  # no state any more, but the variables can still be read
+            self._vars = np.array([self.game.get_game_variable(v) for v in self.game.get_available_game_variables()],
+                                  np.float32)
+        shaped = reward + sum(w * float(self._vars[i] - before[i]) for i, w in self.shaping)
+        return obs, reward, done, {"train_reward": shaped}
+
+    def render(self) -> np.ndarray:
+        """The last full 160x120 frame, HxWx3 (for videos)."""
+        if self._screen is None:
+            return np.zeros((RENDER_H, RENDER_W, 3), np.uint8)
+        return np.ascontiguousarray(self._screen.transpose(1, 2, 0))
 
     def close(self) -> None:
         self.game.close()
