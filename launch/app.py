@@ -44,6 +44,9 @@ def precheck_argv(argv) -> None:
         if key in GROUPS:
             options = sorted(f[:-5] for f in os.listdir(os.path.join(CONF_DIR, key)) if f.endswith(".yaml"))
             for v in values:
+                if v not in options and key == "env" and v.startswith("atari_"):
+                    games = ", ".join(o for o in options if o.startswith("atari_"))
+                    refuse(f"unknown env '{v}' (Atari confs: {games}; any other game: env=atari env.id=ALE/<Game>-v5)")
                 if v not in options:
                     refuse(f"unknown {key} '{v}' (available: {', '.join(options)})")
             continue

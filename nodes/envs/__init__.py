@@ -42,7 +42,7 @@ class EnvSpec:
 
 NO_INFO: dict = {}  # shared, never mutated: most steps carry no extra information
 
-FAMILIES = ("doom", "gym", "dmlab")
+FAMILIES = ("doom", "gym", "dmlab", "atari")
 
 
 def _module(family: str):
@@ -55,6 +55,9 @@ def _module(family: str):
     if family == "dmlab":
         from nodes.envs import dmlab
         return dmlab
+    if family == "atari":
+        from nodes.envs import atari
+        return atari
     from nodes.config import ConfigError
     raise ConfigError(f"unknown env.family '{family}' (available: {', '.join(FAMILIES)})")
 

@@ -1,0 +1,129 @@
+"""Atari through the real ALE (ale-py's bundled ROMs): spaces, preprocessing, lives, clipping, training."""
+import math
+import os
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from conftest import ROOT, run_module, summary, train
+
+pytest.importorskip("ale_py")
+
+from nodes.config import EnvConfig  # noqa: E402
+from nodes.envs import check_env_config, env_spec, make_env  # noqa: E402
+
+
+def conf(name, **overrides):
+    """The EnvConfig that `env=<name>` selects (the yaml merged over the schema)."""
+    merged = OmegaConf.merge(OmegaConf.structured(EnvConfig),
+                             OmegaConf.load(os.path.join(ROOT, "conf", "env", f"{name}.yaml")), overrides)
+    return OmegaConf.to_object(merged)
+
+
+@pytest.fixture
+def breakout():
+    env = make_env(conf("atari_breakout"), seed=3)
+    yield env
+    env.close()
+
+
+def test_spaces_reset_and_frame_stack(breakout):
+    cfg = conf("atari_breakout")
+    check_env_config(cfg)
+    spec = env_spec(cfg)
+    assert spec.obs_shape == (4, 84, 84) and spec.obs_dtype == np.uint8 and spec.action_heads == (4,)
+    obs = breakout.reset()
+    assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+    assert (obs == obs[0]).all() and obs.max() > 0  # a fresh stack repeats the first frame
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        prev = obs
+        obs, reward, done, info = breakout.step(int(rng.integers(4)))
+        if done:
+            break
+        assert obs.shape == (4, 84, 84) and obs.dtype == np.uint8
+        assert (obs[:-1] == prev[1:]).all()  # oldest frame first, one new frame per step
+    frame = breakout.render()
+    assert frame.shape == (210, 160, 3) and frame.dtype == np.uint8
+
+
+def play_one_game(env, rng):
+    """Random play until game over; returns the score of each life, checking every lost life."""
+    env.reset()
+    lives, frame_no, scores = env.ale.lives(), 0, [0.0]
+    assert lives == 5
+    for _ in range(5000):
+        obs, reward, done, info = env.step(int(rng.integers(4)))
+        scores[-1] += reward
+        if done and info.get("episode_end", True):
+            assert obs is None and env.ale.game_over() and len(scores) == 5
+            return scores
+        assert env.ale.getEpisodeFrameNumber() > frame_no  # the game was never restarted
+        frame_no = env.ale.getEpisodeFrameNumber()
+        if done:  # life lost: no reset() follows, obs is the next observation (a fresh stack)
+            assert info["episode_end"] is False and env.ale.lives() == lives - 1
+            assert obs.shape == (4, 84, 84) and (obs == obs[-1]).all()
+            lives -= 1
+            scores.append(0.0)
+    pytest.fail("no game over in 5000 steps")
+
+
+def test_a_lost_life_ends_the_trajectory_not_the_game(breakout):
+    rng = np.random.default_rng(0)
+    for _ in range(40):  # random play scores ~1 point a game: find one scoring in two lives
+        scores = play_one_game(breakout, rng)
+        if scores[0] > 0 and sum(scores[1:]) > 0:
+            break
+    else:
+        pytest.fail("no game scored both before and after its first lost life")
+    # the caller adds up one score over all five lives, as the rollout worker does
+    assert breakout.reset().shape == (4, 84, 84) and breakout.ale.lives() == 5
+
+
+def test_training_reward_is_the_clipped_score():
+    env = make_env(conf("atari_space_invaders"), seed=1)  # 5..30 points per alien
+    env.reset()
+    rng = np.random.default_rng(0)
+    big = 0
+    for _ in range(3000):
+        obs, reward, done, info = env.step(int(rng.integers(env.spec.action_heads[0])))
+        assert info.get("train_reward", reward) == np.sign(reward)
+        big += reward > 1
+        if done and info.get("episode_end", True):
+            env.reset()
+        if big >= 3:
+            break
+    env.close()
+    assert big >= 3, "no reward above 1 seen"
+    raw = make_env(conf("atari_space_invaders", clip_rewards=False), seed=1)
+    raw.reset()
+    infos = [raw.step(1)[3] for _ in range(100)]
+    raw.close()
+    assert all("train_reward" not in i for i in infos)
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["env=atari_nosuch"], "unknown env 'atari_nosuch' (Atari confs: atari_asteroids,"),
+    (["env=atari"], "env=atari needs env.id, e.g. env.id=ALE/Breakout-v5"),
+    (["env=atari", "env.id=CartPole-v1"], "unknown Atari env id 'CartPole-v1'"),
+])
+def test_bad_atari_selection_is_one_line(tmp_path, overrides, message):
+    proc = run_module("launch.train", f"hydra.run.dir={tmp_path}/run", *overrides, check=False, timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_breakout_trains_through_the_entry_point(run_dir):
+    """env=atari_breakout: 4000 env frames (agent steps x frameskip 4) through launch.train."""
+    train(run_dir, "env=atari_breakout", "sampler.num_workers=1", "sampler.envs_per_worker=2",
+          "sampler.rollout=16", "sampler.batch_size=128", "model.fc_size=64", "model.hidden_size=64",
+          "train.status_every_s=1", "train.max_env_frames=4000", timeout=240)
+    s = summary(run_dir)
+    assert s["outcome"] == "finished" and s["env_frames"] >= 4000
+    assert s["policy_version"] >= 1 and s["episodes"] >= 1  # whole games, not lives
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(os.path.join(run_dir, "tb"))
+    acc.Reload()
+    losses = [e.value for e in acc.Scalars("train/loss")]
+    assert len(losses) == s["policy_version"] and all(math.isfinite(v) for v in losses)
