@@ -1,0 +1,66 @@
+"""Play whole episodes with a policy (or uniformly random actions) in this process.
+
+Used by launch.enjoy. One env, batch of one, the same model code the policy workers run, so what
+is watched is what was trained. The logged score is the unscaled game reward, summed over the
+whole game (an Atari life lost is not the end of the episode here either).
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional
+
+import numpy as np
+import torch
+
+from nodes.envs import env_spec, make_env
+
+
+def play(cfg, model: Optional[torch.nn.Module], episodes: int, seed: int, greedy: bool = False,
+         max_steps: int = 100_000, on_frame: Optional[Callable[[int, object], None]] = None):
+    """Returns (scores, lengths) of `episodes` episodes. model=None plays uniformly random actions.
+
+    on_frame(episode, env) is called after reset and after every step (videos render from it).
+    """
+    spec = env_spec(cfg.env)
+    env = make_env(cfg.env, seed)
+    rng = np.random.default_rng(seed)
+    torch.manual_seed(seed)
+    scores: List[float] = []
+    lengths: List[int] = []
+    try:
+        for ep in range(episodes):
+            obs = env.reset()
+            state = torch.zeros(1, model.state_size) if model is not None else None
+            score, length = 0.0, 0
+            if on_frame:
+                on_frame(ep, env)
+            while length < max_steps:
+                action = _act(model, spec, obs, state, greedy, rng)
+                if model is not None:
+                    action, state = action
+                obs, reward, done, info = env.step(action)
+                score += reward
+                length += 1
+                if on_frame and obs is not None:
+                    on_frame(ep, env)
+                if done:
+                    if info.get("episode_end", True):
+                        break
+                    if state is not None:
+                        state.zero_()  # a lost life: training cut the recurrent state here too
+            scores.append(score)
+            lengths.append(length)
+    finally:
+        env.close()
+    return scores, lengths
+
+
+def _act(model, spec, obs, state, greedy, rng):
+    if model is None:
+        a = [int(rng.integers(n)) for n in spec.action_heads]
+        return a[0] if len(a) == 1 else a
+    pixels, meas = obs if spec.meas_size else (obs, np.zeros(0, np.float32))
+    with torch.inference_mode():
+        logits, _, state = model.step(torch.as_tensor(np.asarray(pixels))[None],
+                                      torch.as_tensor(np.asarray(meas, np.float32))[None], state)
+        a = (model.heads.greedy(logits) if greedy else model.heads.sample(logits))[0].tolist()
+    return (a[0] if len(a) == 1 else a), state
