@@ -1,0 +1,105 @@
+"""Models: every conf/model file builds for the envs it is meant for, with shapes taken from the
+env spec; the policy worker's one-step path and the learner's unroll agree (GRU and LSTM);
+multi-head log-probs and entropies are per-head sums; measurements reach the output."""
+import glob
+import os
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from conftest import ROOT
+from nodes.config import ModelConfig
+from nodes.envs import EnvSpec
+from nodes.models import ActionHeads, ActorCritic
+
+MODELS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "model", "*.yaml")))
+DOOM = EnvSpec((3, 72, 128), np.uint8, (3, 3, 2, 2, 7, 11), meas_size=5)  # doom_deathmatch, heads
+ATARI = EnvSpec((4, 84, 84), np.uint8, (4,))
+DMLAB = EnvSpec((3, 72, 96), np.uint8, (9,))
+VECTOR = EnvSpec((4,), np.float32, (2,))
+
+
+def model_cfg(name, **over):
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig),
+                                               OmegaConf.load(os.path.join(ROOT, "conf", "model", f"{name}.yaml")), over))
+
+
+def inputs(spec, b, t=None):
+    lead = (b,) if t is None else (b, t)
+    if spec.is_image:
+        obs = torch.randint(0, 256, (*lead, *spec.obs_shape), dtype=torch.uint8)
+    else:
+        obs = torch.randn(*lead, *spec.obs_shape)
+    return obs, torch.randn(*lead, spec.meas_size) * 50
+
+
+def test_the_issue_models_exist():
+    assert {"simplified", "full", "impala", "mlp"} <= set(MODELS)
+
+
+@pytest.mark.parametrize("name,spec", [("simplified", DOOM), ("simplified", ATARI), ("full", DOOM), ("impala", DMLAB),
+                                       ("impala", ATARI), ("mlp", VECTOR), ("simplified", VECTOR)])
+def test_model_builds_from_the_env_spec(name, spec):
+    torch.manual_seed(0)
+    model = ActorCritic(spec, model_cfg(name))
+    obs, meas = inputs(spec, 3)
+    logits, value, state = model.step(obs, meas, torch.zeros(3, model.state_size))
+    assert logits.shape == (3, sum(spec.action_heads)) and value.shape == (3,)
+    assert state.shape == (3, model.state_size)
+    assert model.use_meas == (name == "full")
+    if name == "impala":
+        assert model.core_kind == "lstm" and model.state_size == 2 * model_cfg(name).hidden_size
+
+
+@pytest.mark.parametrize("core", ["gru", "lstm"])
+def test_unroll_equals_step_by_step(core):
+    """The learner's BPTT sees exactly the behaviour policy's outputs (recurrent state reset at dones)."""
+    torch.manual_seed(1)
+    spec = EnvSpec((6,), np.float32, (3, 2), meas_size=0)
+    model = ActorCritic(spec, ModelConfig(encoder="mlp", fc_size=16, core=core, hidden_size=8))
+    b, t = 4, 7
+    obs, meas = inputs(spec, b, t + 1)
+    dones = torch.rand(b, t) < 0.3
+    state0 = torch.randn(b, model.state_size)
+    logits_u, values_u = model.unroll(obs, meas, state0, dones)
+    state = state0
+    for i in range(t + 1):
+        logits, values, state = model.step(obs[:, i], meas[:, i], state)
+        assert torch.allclose(logits, logits_u[:, i], atol=1e-5) and torch.allclose(values, values_u[:, i], atol=1e-5)
+        if i < t:
+            state = state * (~dones[:, i:i + 1]).float()
+
+
+def test_multi_head_distribution_is_a_product_of_heads():
+    heads = ActionHeads((3, 2, 4))
+    torch.manual_seed(2)
+    logits = torch.randn(5, 9)
+    actions = heads.sample(logits)
+    assert actions.shape == (5, 3)
+    for i, n in enumerate(heads.sizes):
+        assert int(actions[:, i].min()) >= 0 and int(actions[:, i].max()) < n
+    parts = logits.split([3, 2, 4], -1)
+    manual = sum(torch.log_softmax(p, -1).gather(1, actions[:, i:i + 1]).squeeze(1) for i, p in enumerate(parts))
+    assert torch.allclose(heads.log_prob(logits, actions), manual)
+    ent = sum(torch.distributions.Categorical(logits=p).entropy() for p in parts)
+    assert torch.allclose(heads.entropy(logits), ent, atol=1e-6)
+    # sampling follows the probabilities of each head independently
+    big = torch.tensor([[2.0, 0.0, -1.0, 0.5, -0.5, 0.0, 1.0, -2.0, 0.3]]).repeat(20000, 1)
+    freq = torch.bincount(heads.sample(big)[:, 0], minlength=3).float() / 20000
+    assert torch.allclose(freq, torch.softmax(big[0, :3], 0), atol=0.015)
+
+
+def test_full_model_output_depends_on_measurements():
+    torch.manual_seed(3)
+    model = ActorCritic(DOOM, model_cfg("full"))
+    obs, meas = inputs(DOOM, 2)
+    state = torch.zeros(2, model.state_size)
+    a, _, _ = model.step(obs, meas, state)
+    b, _, _ = model.step(obs, meas + 30, state)
+    assert not torch.allclose(a, b)
+    simplified = ActorCritic(DOOM, model_cfg("simplified"))  # ignores them
+    a, _, _ = simplified.step(obs, meas, state[:, :simplified.state_size])
+    b, _, _ = simplified.step(obs, meas + 30, state[:, :simplified.state_size])
+    assert torch.equal(a, b)
