@@ -2,7 +2,10 @@
 
 - nodes=1: the single-node fallback, in this process, with no process group at all;
 - nodes=N (launcher=local): N node processes on this machine over gloo (launch.local);
-- started by srun / torchrun (a world in the environment): this process is one rank of it.
+- launcher=slurm: one Slurm job of N nodes through submitit (launch.slurm); prints the job id and
+  the run directory, and with launcher.wait=true waits for the job and exits with its result;
+- started by srun / torchrun (a world in the environment), or as a task of Hydra's submitit
+  launcher (hydra/launcher=submitit_slurm): this process is one rank of that world.
 """
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import sys
 import hydra
 
 from launch.app import hydra_run_dir, precheck_argv, refuse, resolve, write_resolved
+from nodes.config import ConfigError
 
 log = logging.getLogger("launch.train")
 
@@ -19,22 +23,40 @@ log = logging.getLogger("launch.train")
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg) -> None:
     obj = resolve(cfg, hydra_run_dir())
+    from launch import slurm
     from sync.world import detect
+    slurm.prepare_env(obj)  # in a Slurm step: rendezvous at the first node's address
     world = detect()
-    if world is not None:  # srun / torchrun: join the world as one rank
-        if not any(a.startswith("hydra.run.dir=") for a in sys.argv[1:]):
+    if world is not None:  # srun / torchrun / Hydra's submitit launcher: join the world as one rank
+        # hydra-submitit's tasks share the sweep directory its submitting process fixed
+        if not any(a.startswith("hydra.run.dir=") for a in sys.argv[1:]) and not slurm.under_hydra_submitit():
             refuse("under srun/torchrun every rank needs the same run directory: pass hydra.run.dir=...")
         from launch.ranks import rank_logging, run_rank
         obj.nodes = world.size
         if world.rank == 0:
             write_resolved(obj)
         rank_logging(obj.run_dir, world.rank, under_hydra=True)
-        sys.exit(run_rank(obj, world))
+        code = slurm.run_slurm_rank(obj, world) if world.source == "slurm" else run_rank(obj, world)
+        if code:
+            sys.exit(code)
+        return  # not sys.exit(0): under Hydra's submitit launcher the job returns its result
+    if obj.launcher.name == "slurm":
+        try:
+            slurm.check(obj)
+            slurm.need_slurm_commands()
+        except ConfigError as exc:
+            refuse(str(exc))
+        write_resolved(obj)
+        try:
+            slurm.submit(obj)  # returns: a sweep (-m) submits one job per point
+        except ConfigError as exc:
+            refuse(str(exc))
+        return
     write_resolved(obj)
     log.info("run directory: %s", obj.run_dir)
     if obj.nodes > 1:
         if obj.launcher.name != "local":
-            refuse(f"launcher={obj.launcher.name} is not available yet; use launcher=local")
+            refuse(f"launcher={obj.launcher.name} is not available; use launcher=local or launcher=slurm")
         from launch.local import spawn_nodes
         sys.exit(spawn_nodes(obj.run_dir, obj.nodes, obj.sync.master_port, grace_s=obj.sync.timeout_s + 30))
     from nodes.checkpoint import CheckpointError
@@ -54,3 +76,5 @@ def main(cfg) -> None:
 if __name__ == "__main__":
     precheck_argv(sys.argv[1:])
     main()
+    from launch.slurm import wait_submitted
+    sys.exit(wait_submitted())  # launcher=slurm launcher.wait=true: every job this command submitted

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
 IMPLEMENTED_MODES = ("async",)
@@ -120,9 +120,26 @@ class BenchConfig:
 
 @dataclass
 class LauncherConfig:
-    name: str = "local"
-    partition: str = ""
-    wait: bool = False
+    name: str = "local"  # local | slurm (conf/launcher/)
+    partition: str = ""  # slurm: "" = the cluster's default partition
+    wait: bool = False  # slurm: wait for the job, stream rank 0's log, exit with its result
+    # launcher=slurm (launch/slurm.py, through submitit): one job of nodes/tasks_per_node Slurm
+    # nodes, one rank per task. Values are checked by launch.slurm.check before anything is submitted.
+    tasks_per_node: int = 1  # ranks per Slurm node; `nodes` (ranks) must be a multiple of it
+    time_min: int = 60  # time limit of one run of the job, minutes
+    gpus_per_node: int = 0
+    cpus_per_task: int = 0  # 0 = Slurm's default
+    mem_gb: int = 0  # memory per node; 0 = Slurm's default
+    account: str = ""
+    qos: str = ""
+    constraint: str = ""
+    job_name: str = "distrl"
+    sbatch: List[str] = field(default_factory=list)  # extra sbatch options: ["--exclusive", "--mail-type=END"]
+    setup: List[str] = field(default_factory=list)  # shell lines run in the batch script before srun
+    signal: str = "USR2"  # sent signal_delay_s before the time limit (and by preemption): checkpoint + requeue
+    signal_delay_s: int = 120
+    max_requeues: int = 20  # requeue on the signal at most this many times (SLURM_RESTART_COUNT)
+    poll_s: float = 2.0  # wait=true: seconds between job-state queries
 
 
 @dataclass

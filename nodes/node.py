@@ -22,6 +22,7 @@ import queue
 import signal
 import threading
 import time
+from multiprocessing import resource_tracker
 from typing import List, Optional
 
 import torch
@@ -53,6 +54,11 @@ class Stopped(Exception):
 
 
 class Node:
+    # Signals that stop the run after the current step (a stop vote with several nodes). A
+    # launcher may add one (launch.slurm adds Slurm's preemption signal). Workers start with these
+    # blocked: Slurm signals every process of a job step, and only this process decides to stop.
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+
     def __init__(self, cfg, peers=None, is_writer: Optional[bool] = None):
         self.peers = peers or Solo()
         self.rank, self.world = self.peers.rank, self.peers.world_size
@@ -117,20 +123,26 @@ class Node:
         self.buffers = allocate(self.spec, s, self.model.state_size)
         self.weights = SharedWeights(self.model)
         self.weights.publish(self.model, self.learner.version)
-        self.janitor = start_janitor()
-        pgid = self.janitor.pid
-        self.procs = []
-        ch = self.channels
-        if phase != "simulate":
-            for i in range(s.num_policy_workers):
-                self.procs.append(spawn(run_policy_worker, f"policy worker {i}", pgid, None, ch.reports,
-                                        cfg, i, self.spec, self.buffers, ch, self.control, self.weights))
-            ch.free_slots.put_many(list(range(self.buffers.num_slots)))
-        ncpu = sorted(os.sched_getaffinity(0))
-        for w in range(s.num_workers):
-            cpu = ncpu[(s.pin_offset + w) % len(ncpu)] if s.pin_workers else None
-            self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
-                                    cfg, w, self.buffers, ch, self.control, phase == "simulate"))
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, self.stop_signals)  # the children inherit the mask
+        try:
+            resource_tracker.ensure_running()  # starting it unblocks SIGINT/SIGTERM here: block again
+            signal.pthread_sigmask(signal.SIG_BLOCK, self.stop_signals)
+            self.janitor = start_janitor()
+            pgid = self.janitor.pid
+            self.procs = []
+            ch = self.channels
+            if phase != "simulate":
+                for i in range(s.num_policy_workers):
+                    self.procs.append(spawn(run_policy_worker, f"policy worker {i}", pgid, None, ch.reports,
+                                            cfg, i, self.spec, self.buffers, ch, self.control, self.weights))
+                ch.free_slots.put_many(list(range(self.buffers.num_slots)))
+            ncpu = sorted(os.sched_getaffinity(0))
+            for w in range(s.num_workers):
+                cpu = ncpu[(s.pin_offset + w) % len(ncpu)] if s.pin_workers else None
+                self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
+                                        cfg, w, self.buffers, ch, self.control, phase == "simulate"))
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # signals that came meanwhile arrive now
         self.batch_stop = threading.Event()
         self.batcher = None
         if phase != "simulate":
@@ -193,7 +205,7 @@ class Node:
     def _install_signals(self):
         if threading.current_thread() is not threading.main_thread():
             return {}
-        return {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        return {s: signal.signal(s, self._on_signal) for s in self.stop_signals}
 
     # ----------------------------------------------------------------- training
     def _next_batch(self):

@@ -1,0 +1,354 @@
+"""Slurm: `launcher=slurm` submits one job through submitit; any rank in a Slurm step handles
+preemption by checkpointing and requeueing.
+
+`python -m launch.train launcher=slurm nodes=N` (conf/launcher/slurm.yaml) writes the resolved
+config to the run directory and submits ONE job of N / launcher.tasks_per_node nodes with
+launcher.tasks_per_node tasks on each. Every task runs `SlurmTask(run_dir)`: the same resolved
+config, as rank SLURM_PROCID of the world sync.world.detect finds in the step. submitit keeps its
+files (batch script, stdout/stderr of every task) in <run_dir>/slurm/. The command prints the job
+id and the run directory and returns; with launcher.wait=true it waits, streams rank 0's log
+(<run_dir>/train.log) and exits 0 only when the job ends COMPLETED.
+
+Preemption and time limits (`run_slurm_rank`, for SlurmTask, `srun python -m launch.train` and
+Hydra's submitit launcher alike): the job asks for launcher.signal (USR2; NCCL may use USR1)
+launcher.signal_delay_s before its time limit. Slurm sends it to every process of the step, so
+every rank votes to stop (nodes.node.Node.stop_signals); all stop after the same iteration, rank 0
+writes the final checkpoint, then requeues the job (`scontrol requeue`), and the next run of the
+job resumes from that checkpoint (weights, optimizer, frame counter). SIGTERM (scancel, an
+external `scontrol requeue`, preemption with PreemptMode=REQUEUE) also stops every rank after
+the current iteration with a checkpoint, and Slurm itself decides whether the job comes back.
+
+This module imports submitit only where it submits, so a rank started by srun does not need it.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from typing import List, Optional, Tuple
+
+from nodes.config import Config, ConfigError
+
+log = logging.getLogger("launch.slurm")
+
+# Job states after which a job does not run again (a requeued job goes PENDING, not here).
+ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED",
+                 "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
+                 "RESV_DEL_HOLD", "POWER_UP_NODE", "UPDATE_DB"}
+_waiting: List[Tuple[str, str, int, float]] = []  # launcher.wait=true: (job id, run dir, log offset, poll_s)
+
+
+# ----------------------------------------------------------------------------- checks
+def preempt_signal(name: str) -> int:
+    sig = getattr(signal, "SIG" + name.upper().removeprefix("SIG"), None)
+    if not isinstance(sig, signal.Signals) or sig in (signal.SIGKILL, signal.SIGSTOP):
+        raise ConfigError(f"launcher.signal must name a catchable signal such as USR2, got '{name}'")
+    return int(sig)
+
+
+def check(cfg: Config) -> None:
+    """launcher=slurm values; raises ConfigError with one line. Nothing is submitted before."""
+    c = cfg.launcher
+
+    def need(ok: bool, msg: str) -> None:
+        if not ok:
+            raise ConfigError(msg)
+
+    need(c.tasks_per_node >= 1, f"launcher.tasks_per_node must be >= 1, got {c.tasks_per_node}")
+    need(cfg.nodes % c.tasks_per_node == 0,
+         f"nodes ({cfg.nodes}) must be a multiple of launcher.tasks_per_node ({c.tasks_per_node}): "
+         "every Slurm node runs the same number of ranks")
+    need(c.time_min >= 1, f"launcher.time_min must be >= 1 (minutes), got {c.time_min}")
+    for key in ("gpus_per_node", "cpus_per_task", "mem_gb", "signal_delay_s", "max_requeues"):
+        need(getattr(c, key) >= 0, f"launcher.{key} must be >= 0, got {getattr(c, key)}")
+    need(c.signal_delay_s < c.time_min * 60,
+         f"launcher.signal_delay_s ({c.signal_delay_s}) must be shorter than the time limit "
+         f"(launcher.time_min={c.time_min} min)")
+    need(c.poll_s > 0, f"launcher.poll_s must be > 0, got {c.poll_s}")
+    preempt_signal(c.signal)
+    need(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", c.job_name)),
+         f"launcher.job_name must be letters, digits, '_', '.', '-', got '{c.job_name}'")
+    sbatch_options(c.sbatch)
+    need(all(isinstance(line, str) for line in c.setup), "launcher.setup must be a list of shell lines")
+    if c.gpus_per_node == 0 and cfg.train.device.startswith("cuda"):
+        raise ConfigError("train.device=cuda needs launcher.gpus_per_node >= 1")
+
+
+SET_BY_LAUNCHER = ("nodes", "ntasks", "ntasks-per-node", "output", "error", "signal", "open-mode", "array")
+
+
+def sbatch_options(items) -> dict:
+    """launcher.sbatch ["--exclusive", "--mail-type=END"] -> submitit's additional_parameters."""
+    out = {}
+    for item in items:
+        m = re.fullmatch(r"--([A-Za-z][A-Za-z0-9-]*)(?:=(.*))?", str(item))
+        if not m:
+            raise ConfigError(f"launcher.sbatch takes long sbatch options such as --exclusive or --mail-type=END, "
+                              f"got '{item}'")
+        if m.group(1) in SET_BY_LAUNCHER:
+            raise ConfigError(f"launcher.sbatch: --{m.group(1)} is set by the launcher (nodes=, "
+                              "launcher.tasks_per_node=, launcher.signal=, <run_dir>/slurm/)")
+        out[m.group(1).replace("-", "_")] = True if m.group(2) is None else m.group(2)
+    return out
+
+
+def need_slurm_commands() -> None:
+    for tool in ("sbatch", "srun", "scontrol"):
+        if shutil.which(tool) is None:
+            raise ConfigError(f"{tool} not found: launcher=slurm submits with the Slurm client commands "
+                              "(sbatch, srun, scontrol); run it where they are on PATH")
+
+
+# ----------------------------------------------------------------------------- submitting
+def submit(cfg: Config) -> str:
+    """Submit the run in cfg.run_dir (config.yaml already written); prints and returns the job id."""
+    import submitit
+
+    c = cfg.launcher
+    sig = signal.Signals(preempt_signal(c.signal)).name.removeprefix("SIG")
+    executor = submitit.SlurmExecutor(folder=os.path.join(cfg.run_dir, "slurm"), max_num_timeout=c.max_requeues)
+    params = dict(
+        job_name=c.job_name, nodes=cfg.nodes // c.tasks_per_node, ntasks_per_node=c.tasks_per_node,
+        time=c.time_min, signal_delay_s=c.signal_delay_s, stderr_to_stdout=False,
+        # requeue: the job requeues itself on the signal (some clusters default to JobRequeue=0);
+        # signal: ours, not submitit's default (submitit's own handler gets the same name below)
+        additional_parameters={"requeue": True, "signal": f"{sig}@{c.signal_delay_s}", **sbatch_options(c.sbatch)},
+        setup=[f"export SUBMITIT_PREEMPT_SIGNAL={sig}", *c.setup],
+    )
+    optional = dict(partition=c.partition, account=c.account, qos=c.qos, constraint=c.constraint,
+                    gpus_per_node=c.gpus_per_node, cpus_per_task=c.cpus_per_task,
+                    mem=f"{c.mem_gb}GB" if c.mem_gb else None)
+    params.update({k: v for k, v in optional.items() if v})
+    try:
+        offset = os.path.getsize(os.path.join(cfg.run_dir, "train.log"))  # wait=true streams from here
+    except OSError:
+        offset = 0
+    try:
+        executor.update_parameters(**params)
+        with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr: one line below
+            job = executor.submit(SlurmTask(cfg.run_dir))
+    except Exception as exc:  # noqa: BLE001 - sbatch refusals come back as submitit errors
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        errors = [ln for ln in lines if "error" in ln.lower()] or lines or [repr(exc)]
+        raise ConfigError(f"sbatch refused the job: {errors[0]}") from None
+    nodes = cfg.nodes // c.tasks_per_node
+    print(f"submitted Slurm job {job.job_id}: {nodes} node(s) x {c.tasks_per_node} task(s)"
+          f"{', partition ' + c.partition if c.partition else ''}; run directory {cfg.run_dir}", flush=True)
+    if c.wait:
+        _waiting.append((job.job_id, cfg.run_dir, offset, c.poll_s))
+    return job.job_id
+
+
+class SlurmTask:
+    """What every task of a launcher=slurm job runs (submitit pickles it): rank SLURM_PROCID of the
+    run in run_dir, from the config.yaml the submitting command wrote."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+
+    def __call__(self) -> int:
+        from launch.node import load_config
+        from launch.ranks import rank_logging
+        from sync.world import detect
+
+        cfg = load_config(self.run_dir)
+        prepare_env(cfg)
+        world = detect()
+        rank_logging(cfg.run_dir, world.rank if world else 0)
+        code = run_slurm_rank(cfg, world)
+        if code:
+            raise SystemExit(code)  # no submitit result: the task (and the job) fails with this code
+        return 0
+
+    def checkpoint(self):
+        """submitit's own handler of the signal (only outside training, where nothing new is
+        unsaved): requeue the same task; it resumes from the latest checkpoint."""
+        import submitit
+        return submitit.helpers.DelayedSubmission(SlurmTask(self.run_dir))
+
+
+# ----------------------------------------------------------------------------- inside the job
+def in_slurm_step(env=None) -> bool:
+    env = os.environ if env is None else env
+    return "SLURM_PROCID" in env and "SLURM_STEP_ID" in env and "SLURM_JOB_ID" in env
+
+
+def node_addr(name: str) -> str:
+    """The address slurmctld reaches a node at (NodeAddr; on most clusters its host name)."""
+    try:
+        out = subprocess.run(["scontrol", "-o", "show", "node", name], capture_output=True, text=True,
+                             timeout=20).stdout
+        m = re.search(r"\bNodeAddr=(\S+)", out)
+        if m:
+            return m.group(1)
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return name
+
+
+def prepare_env(cfg: Optional[Config] = None) -> None:
+    """Inside a Slurm step of several tasks (and no torchrun world): the rendezvous address is the
+    first node's NodeAddr, and sync.master_port, when set, the port (else sync.world derives it
+    from the job id, the same on every task)."""
+    env = os.environ
+    if "RANK" in env or not in_slurm_step(env) or int(env.get("SLURM_STEP_NUM_TASKS", "1") or 1) <= 1:
+        return
+    if cfg is not None and cfg.sync.master_port and "MASTER_PORT" not in env:
+        env["MASTER_PORT"] = str(cfg.sync.master_port)
+    if "MASTER_ADDR" not in env:
+        from sync.world import first_host
+        env["MASTER_ADDR"] = node_addr(first_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]))
+
+
+def under_hydra_submitit() -> bool:
+    """This process runs a Hydra job through hydra-submitit-launcher (hydra/launcher=submitit_slurm):
+    the sweep directory was fixed by the submitting process, so every task has the same run dir."""
+    return bool(os.environ.get("SUBMITIT_FOLDER")) and os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
+
+
+def run_slurm_rank(cfg: Config, world) -> int:
+    """Train as one rank of a Slurm step (world None: a one-task job, the single-node fallback).
+    Returns the exit code; after the preemption signal, requeues the job and raises SystemExit."""
+    from nodes.node import Node
+    sig = preempt_signal(cfg.launcher.signal)
+    Node.stop_signals = tuple(dict.fromkeys((*Node.stop_signals, sig)))
+    env = os.environ
+    rank = world.rank if world else 0
+    log.info("rank %d: Slurm job %s task %s on node %s (restart %s)", rank, env.get("SLURM_JOB_ID", "?"),
+             env.get("SLURM_PROCID", "?"), env.get("SLURMD_NODENAME", "?"), env.get("SLURM_RESTART_COUNT", "0"))
+    code = _train(cfg, world)
+    if code != 128 + sig:
+        return code
+    # every rank got the signal and stopped after the same iteration; rank 0 has checkpointed
+    if rank == 0 and not requeue(cfg):
+        return code
+    await_requeue_kill()
+    # the job comes back: leave without a submitit result (it would mark the job as done)
+    raise SystemExit(code)
+
+
+def await_requeue_kill(timeout_s: float = 60.0) -> None:
+    """Leave when the requeue kills the job's tasks (SIGTERM, then SIGKILL after KillWait), not
+    before: a job whose tasks all exit on their own while it is being requeued can end FAILED."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    if signal.sigtimedwait({signal.SIGTERM}, timeout_s) is None:
+        log.warning("no requeue of Slurm job %s after %.0f s: leaving", os.environ.get("SLURM_JOB_ID"), timeout_s)
+
+
+def _train(cfg: Config, world) -> int:
+    if world is not None:
+        from launch.ranks import run_rank
+        return run_rank(cfg, world)
+    from nodes.checkpoint import CheckpointError
+    from nodes.node import Node, Stopped, WorkerFailed
+    try:
+        Node(cfg).run()
+        return 0
+    except CheckpointError as exc:
+        log.error("%s", exc)
+        return 2
+    except WorkerFailed:
+        return 1
+    except Stopped as exc:
+        return 128 + exc.signum
+    except KeyboardInterrupt:
+        return 130
+
+
+def requeue(cfg: Config) -> bool:
+    job = os.environ.get("SLURM_JOB_ID")
+    restarts = int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)
+    if not job:
+        return False
+    if restarts >= cfg.launcher.max_requeues:
+        log.error("not requeueing Slurm job %s: it already ran %d times (launcher.max_requeues=%d)", job,
+                  restarts + 1, cfg.launcher.max_requeues)
+        return False
+    proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        log.error("scontrol requeue %s failed: %s", job, (proc.stderr or proc.stdout).strip())
+        return False
+    log.info("requeued Slurm job %s after the checkpoint (restart %d); its next run resumes from it",
+             job, restarts + 1)
+    return True
+
+
+# ----------------------------------------------------------------------------- waiting
+def job_state(job_id: str) -> Tuple[str, str, str]:
+    """(state, restarts, exit code) from scontrol (current), else sacct (after the job left slurmctld)."""
+    try:
+        out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
+                             timeout=30).stdout
+        fields = dict(re.findall(r"\b(JobState|Restarts|ExitCode|Reason)=(\S+)", out))
+        if "JobState" in fields:
+            return fields["JobState"], fields.get("Restarts", "0"), fields.get("ExitCode", "")
+        out = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "State,ExitCode"],
+                             capture_output=True, text=True, timeout=30).stdout.split()
+        if out:
+            state, code = out[0].split("|")
+            return state.split()[0], "?", code
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "UNKNOWN", "?", ""
+
+
+def wait_submitted() -> int:
+    """launcher.wait=true: wait for every job this process submitted, streaming rank 0's log;
+    0 when all ended COMPLETED, 1 otherwise (130 on Ctrl-C, the jobs keep running)."""
+    if not _waiting:
+        return 0
+    jobs = [(job, run_dir) for job, run_dir, _, _ in _waiting]
+    offsets = {job: offset for job, _, offset, _ in _waiting}
+    poll_s = min(p for _, _, _, p in _waiting)
+    _waiting.clear()
+    last = {job: None for job, _ in jobs}
+    unknown = {job: 0 for job, _ in jobs}  # neither scontrol nor sacct knows the job (any more)
+    final = {}
+    prefix = len(jobs) > 1
+    try:
+        while len(final) < len(jobs):
+            for job, run_dir in jobs:
+                if job in final:
+                    continue
+                offsets[job] = _stream(os.path.join(run_dir, "train.log"), offsets[job], f"[{job}] " if prefix else "")
+                state, restarts, code = job_state(job)
+                if (state, restarts) != last[job]:
+                    last[job] = (state, restarts)
+                    print(f"Slurm job {job}: {state}" + (f" (restart {restarts})" if restarts not in ("0", "?") else ""),
+                          flush=True)
+                unknown[job] = unknown[job] + 1 if state == "UNKNOWN" else 0
+                if (state not in ACTIVE_STATES and state != "UNKNOWN") or unknown[job] > 30:
+                    time.sleep(0.5)  # the log's last lines
+                    _stream(os.path.join(run_dir, "train.log"), offsets[job], f"[{job}] " if prefix else "")
+                    final[job] = (state, code)
+            if len(final) < len(jobs):
+                time.sleep(poll_s)
+    except KeyboardInterrupt:
+        print("stopped waiting; the job(s) keep running: " + " ".join(j for j, _ in jobs if j not in final),
+              file=sys.stderr, flush=True)
+        return 130
+    bad = {j: s for j, s in final.items() if s[0] != "COMPLETED"}
+    for job, run_dir in jobs:
+        state, code = final[job]
+        print(f"Slurm job {job} ended {state} (exit code {code}); run directory {run_dir}", flush=True)
+    return 1 if bad else 0
+
+
+def _stream(path: str, offset: int, prefix: str) -> int:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except OSError:
+        return offset
+    end = data.rfind(b"\n") + 1
+    for line in data[:end].decode(errors="replace").splitlines():
+        print(prefix + line, flush=True)
+    return offset + end

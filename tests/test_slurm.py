@@ -1,0 +1,228 @@
+"""launcher=slurm, sweeps (ours and hydra-submitit's), preemption/requeue and srun, on a real
+Slurm cluster of two nodes on this machine (tests/slurm_cluster.py; skipped, saying why, where
+Slurm cannot be installed). Training runs are tiny: the Slurm plumbing is what is tested."""
+import glob
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT
+from slurm_cluster import LocalSlurm, unavailable
+
+TINY = ["env=gym", "env.id=tests.envs:SignBandit-v0", "model.fc_size=32", "model.hidden_size=32",
+        "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=128",
+        "sampler.pin_workers=false", "train.learner_threads=1", "train.status_every_s=1"]
+SLURM = ["launcher=slurm", "nodes=2", "launcher.time_min=5", "launcher.signal_delay_s=60", "launcher.poll_s=0.5"]
+
+
+@pytest.fixture(scope="session")
+def slurm():
+    why = unavailable()
+    if why:
+        pytest.skip(why)
+    cluster = LocalSlurm(nodes=2)
+    try:
+        cluster.up()
+        yield cluster
+    finally:
+        left = cluster.down()
+    assert not left, f"still running after the test cluster went down (killed now): {left}"
+
+
+def launch(env, *args, timeout=240):
+    proc = subprocess.run([sys.executable, "-m", "launch.train", *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    return proc
+
+
+def summary(run_dir):
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)
+
+
+def node_names(run_dir):
+    """SLURMD_NODENAME of every rank, from the line each rank logs at start (rank 0: train.log)."""
+    names = {}
+    for path in glob.glob(os.path.join(run_dir, "train*.log")):
+        for m in re.finditer(r"rank (\d+): Slurm job \S+ task \S+ on node (\S+)", open(path).read()):
+            names[int(m.group(1))] = m.group(2)
+    return names
+
+
+def assert_two_node_run(run_dir):
+    s = summary(run_dir)
+    assert s["nodes"] == 2 and s["outcome"] == "finished", s
+    a, b = s["param_checksums"]
+    assert a == b, "ranks ended with different parameters"
+    assert s["policy_version"] > 0 and min(s["samples_per_rank"]) > 0
+    assert node_names(run_dir) == {0: "n1", 1: "n2"}, node_names(run_dir)  # one task on each Slurm node
+    return s
+
+
+def test_bad_launcher_values_are_refused_before_submitting(tmp_path):
+    cases = {
+        "multiple of launcher.tasks_per_node": ["launcher=slurm", "nodes=3", "launcher.tasks_per_node=2"],
+        "launcher.time_min must be >= 1": ["launcher=slurm", "nodes=2", "launcher.time_min=-5"],
+        "launcher.signal must name a catchable signal": ["launcher=slurm", "nodes=2", "launcher.signal=NOPE"],
+        "sbatch not found: ": ["launcher=slurm", "nodes=2"],
+    }
+    empty = tmp_path / "empty_path"
+    empty.mkdir()
+    procs = {}
+    for i, (msg, args) in enumerate(cases.items()):
+        env = dict(os.environ, PATH=str(empty)) if msg.startswith("sbatch") else dict(os.environ)
+        procs[msg] = (str(tmp_path / f"run{i}"), subprocess.Popen(
+            [sys.executable, "-m", "launch.train", f"hydra.run.dir={tmp_path / f'run{i}'}", *TINY, *args], cwd=ROOT,
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for msg, (run_dir, p) in procs.items():
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 2, (msg, out, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and msg in lines[0], (msg, err)
+        assert not os.path.exists(os.path.join(run_dir, "slurm")), "something was submitted"
+
+
+def test_two_node_job_waits_streams_and_completes(slurm, tmp_path):
+    run_dir, crash_dir = str(tmp_path / "run"), str(tmp_path / "crash")
+    # beside it, a job whose env crashes in every rank: launcher.wait=true exits non-zero for it
+    crash = subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={crash_dir}", *TINY, *SLURM,
+                              "launcher.wait=true", "env.id=tests.envs:CrashAfter-v0", "train.max_env_frames=100000"],
+                             cwd=ROOT, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    t0 = time.time()
+    proc = launch(slurm.env, f"hydra.run.dir={run_dir}", *TINY, *SLURM, "launcher.wait=true",
+                  "train.max_env_frames=2048")
+    took = time.time() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = re.search(r"submitted Slurm job (\d+): 2 node\(s\) x 1 task\(s\); run directory (\S+)", proc.stdout)
+    assert job and job.group(2) == run_dir, proc.stdout[-2000:]
+    job = job.group(1)
+    assert "run finished" in proc.stdout  # rank 0's log, streamed
+    assert f"Slurm job {job} ended COMPLETED" in proc.stdout
+    assert slurm.final_state(job) == "COMPLETED"
+    assert_two_node_run(run_dir)
+    # submitit's files: one batch script, one stdout per task
+    assert len(glob.glob(os.path.join(run_dir, "slurm", f"{job}_*_log.out"))) == 2
+    print(f"2-node Slurm job: {took:.1f} s from command to result")
+
+    out = crash.communicate(timeout=180)[0]
+    assert crash.returncode == 1, out[-3000:]
+    bad = re.search(r"submitted Slurm job (\d+)", out).group(1)
+    assert f"Slurm job {bad} ended FAILED" in out
+    logs = "".join(open(f).read() for f in glob.glob(os.path.join(crash_dir, "train*.log")))
+    assert "env exploded on purpose" in logs  # the crashed worker's traceback, in its rank's log
+    assert slurm.final_state(bad) == "FAILED"
+
+
+def test_sweep_submits_one_two_node_job_per_point(slurm, tmp_path):
+    sweep = str(tmp_path / "sweep")
+    proc = launch(slurm.env, "-m", "algo.lr=1e-3,3e-3", f"hydra.sweep.dir={sweep}", *TINY, *SLURM,
+                  "train.max_env_frames=2048")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    jobs = re.findall(r"submitted Slurm job (\d+): 2 node\(s\) x 1 task\(s\); run directory (\S+)", proc.stdout)
+    assert [d for _, d in jobs] == [os.path.join(sweep, "0"), os.path.join(sweep, "1")], proc.stdout
+    assert not os.path.exists(os.path.join(sweep, "0", "summary.json"))  # submitted, not waited for
+    for (job, run_dir), lr in zip(jobs, ("0.001", "0.003")):
+        assert slurm.final_state(job) == "COMPLETED", job
+        assert re.search(rf"\n  lr: {lr}\n", open(os.path.join(run_dir, "config.yaml")).read())
+        assert glob.glob(os.path.join(run_dir, "tb", "events.out.tfevents.*"))
+        assert_two_node_run(run_dir)
+
+
+def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
+    """USR2 (what Slurm sends signal_delay_s before the time limit): every rank stops after the same
+    iteration, rank 0 checkpoints and requeues the job. Then an external `scontrol requeue` (SIGTERM,
+    as preemption): a checkpoint again, Slurm requeues. Each run resumes where the last one stopped."""
+    run_dir, target = str(tmp_path / "run"), 6000
+    log = os.path.join(run_dir, "train.log")
+    # a slow env step so that the job is still training when the signals come
+    proc = subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *TINY, *SLURM,
+                             "launcher.wait=true", f"train.max_env_frames={target}", "env.step_delay_s=0.002"],
+                            cwd=ROOT, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def wait_for(what, ok, timeout=90):
+        deadline = time.time() + timeout
+        while not ok():
+            if time.time() > deadline or proc.poll() is not None:
+                tail = open(log).read()[-3000:] if os.path.exists(log) else "(no train.log)"
+                raise AssertionError(f"{what} not seen in {timeout} s (launcher exit code {proc.poll()}, "
+                                     f"job {slurm.job(job).get('JobState')}):\n{tail}")
+            time.sleep(0.2)
+
+    def training_past(frames):
+        text = open(log).read() if os.path.exists(log) else ""
+        return any(int(f.replace(",", "")) > frames for f in re.findall(r"\] - frames ([\d,]+)", text))
+
+    def requeued(n):
+        info = slurm.job(job)
+        if info.get("Restarts") == str(n) and info.get("JobState") == "PENDING":
+            # Slurm holds a requeued job for ~2 minutes (BeginTime); let it start at once
+            slurm.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+            return True
+        return False
+
+    try:
+        first = ""
+        while "submitted Slurm job" not in first:
+            line = proc.stdout.readline()
+            assert line, first
+            first += line
+        job = re.search(r"submitted Slurm job (\d+)", first).group(1)
+        wait_for("training", lambda: training_past(0))
+        slurm.run("scancel", "--signal=USR2", job)
+        wait_for("requeue after USR2", lambda: requeued(1))
+        wait_for("resume", lambda: re.search(r"resumed from \S+: (\d+) env frames", open(log).read()))
+        first_resume = int(re.search(r"resumed from \S+: (\d+) env frames", open(log).read()).group(1))
+        wait_for("training after the resume", lambda: training_past(first_resume))
+        slurm.run("scontrol", "requeue", job)
+        wait_for("requeue by scontrol", lambda: requeued(2))
+        rest = proc.communicate(timeout=180)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = first + rest
+    assert proc.returncode == 0, out[-4000:]
+    assert f"Slurm job {job} ended COMPLETED" in out
+    assert slurm.final_state(job) == "COMPLETED"
+    assert [state for state, _ in slurm.sacct(job, all_runs=True)] == ["REQUEUED", "REQUEUED", "COMPLETED"]
+    text = open(log).read()
+    assert "received SIGUSR2" in text and f"requeued Slurm job {job} after the checkpoint" in text
+    assert "received SIGTERM" in text
+    resumes = [(path, int(n)) for path, n in re.findall(r"resumed from (\S+): (\d+) env frames", text)]
+    assert len(resumes) == 2 and 0 < resumes[0][1] < resumes[1][1] < target, resumes  # never from zero
+    rank1 = open(os.path.join(run_dir, "train_rank1.log")).read()
+    assert [int(n) for n in re.findall(r"resumed from \S+: (\d+) env frames", rank1)] == [n for _, n in resumes]
+    s = assert_two_node_run(run_dir)
+    assert s["resumed_from"] == resumes[1][0]
+    assert target <= s["env_frames"] <= target + 2 * 128  # one iteration: 128 samples from each rank
+    # the last run trained only what was left: the frame counter went on from the checkpoint
+    assert s["fps"] * s["seconds"] == pytest.approx(s["env_frames"] - resumes[1][1], rel=0.02)
+
+
+def test_hydra_submitit_launcher_runs_two_node_jobs(slurm, tmp_path):
+    sweep = str(tmp_path / "sweep")
+    proc = launch(slurm.env, "-m", "hydra/launcher=submitit_slurm", "hydra.launcher.nodes=2",
+                  "hydra.launcher.tasks_per_node=1", f"hydra.launcher.partition={slurm.partition}",
+                  "hydra.launcher.timeout_min=5", f"hydra.sweep.dir={sweep}", "algo.lr=1e-3,3e-3", *TINY,
+                  "train.max_env_frames=2048")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for point in ("0", "1"):
+        run_dir = os.path.join(sweep, point)
+        assert_two_node_run(run_dir)  # both tasks of the point trained in the same run directory
+        assert os.path.isfile(os.path.join(run_dir, "config.yaml"))
+
+
+def test_srun_inside_an_allocation(slurm, tmp_path):
+    run_dir = str(tmp_path / "run")
+    script = tmp_path / "job.sh"
+    args = " ".join([f"hydra.run.dir={run_dir}", *TINY, "train.max_env_frames=2048"])
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --time=5 --output={tmp_path}/slurm-%j.out\n"
+                      f"cd {ROOT}\nsrun {sys.executable} -m launch.train {args}\n")
+    job = slurm.run("sbatch", "--parsable", str(script)).stdout.strip().split(";")[0]
+    state = slurm.final_state(job)
+    assert state == "COMPLETED", open(glob.glob(f"{tmp_path}/slurm-*.out")[0]).read()[-3000:]
+    assert_two_node_run(run_dir)
