@@ -91,8 +91,8 @@ class Learner:
     def loss(self, batch) -> Dict[str, torch.Tensor]:
         c = self.cfg
         logits, values = self.model.unroll(batch.obs, batch.meas, batch.h0, batch.dones)
-        heads = self.model.heads
-        logp = heads.log_prob(logits[:, :-1], batch.actions)  # summed over action heads
+        # summed over action heads; one log-softmax per head serves both
+        logp, entropy = self.model.heads.log_prob_and_entropy(logits[:, :-1], batch.actions)
         log_ratio = logp - batch.logp
         ratio = torch.exp(log_ratio)
         if c.vtrace:
@@ -108,7 +108,7 @@ class Learner:
         else:
             policy_loss = -(logp * adv).mean()
         value_loss = 0.5 * (targets - values[:, :-1]).pow(2).mean()
-        entropy = heads.entropy(logits[:, :-1]).mean()
+        entropy = entropy.mean()
         total = policy_loss + c.value_loss_coeff * value_loss - c.entropy_coeff * entropy
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=(ratio - 1).abs().mean())

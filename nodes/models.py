@@ -147,11 +147,24 @@ class ActionHeads:
         return torch.stack([logp.argmax(-1) for logp in self.split(logits)], -1)
 
     def log_prob(self, logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        parts = [logp.gather(-1, actions[..., i : i + 1]).squeeze(-1) for i, logp in enumerate(self.split(logits))]
-        return torch.stack(parts, 0).sum(0)
+        return self._log_prob(self.split(logits), actions)
 
     def entropy(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.stack([-(logp.exp() * logp).sum(-1) for logp in self.split(logits)], 0).sum(0)
+        return self._entropy(self.split(logits))
+
+    def log_prob_and_entropy(self, logits: torch.Tensor, actions: torch.Tensor):
+        """Both from one log-softmax per head (the learner needs both)."""
+        split = self.split(logits)
+        return self._log_prob(split, actions), self._entropy(split)
+
+    @staticmethod
+    def _log_prob(split, actions: torch.Tensor) -> torch.Tensor:
+        parts = [logp.gather(-1, actions[..., i : i + 1]).squeeze(-1) for i, logp in enumerate(split)]
+        return torch.stack(parts, 0).sum(0)
+
+    @staticmethod
+    def _entropy(split) -> torch.Tensor:
+        return torch.stack([-(logp.exp() * logp).sum(-1) for logp in split], 0).sum(0)
 
 
 class ActorCritic(nn.Module):
