@@ -58,13 +58,16 @@ def run_rank(cfg: Config, world) -> int:
     log.info("rank %d of %d (%s), rendezvous %s:%d", world.rank, world.size, world.source,
              world.master_addr, world.master_port)
     peers = DistPeers(world, cfg.sync, device)
+    clean = False  # every rank left after the same iteration (so rank 0 may wait for the others)
     try:
         Node(cfg, peers).run()
+        clean = True
         return 0
     except CheckpointError as exc:
         log.error("%s", exc)
         return 2
     except Stopped as exc:
+        clean = True
         return 128 + exc.signum
     except KeyboardInterrupt:
         return 130
@@ -75,4 +78,4 @@ def run_rank(cfg: Config, world) -> int:
               file=sys.stderr, flush=True)
         return 1
     finally:
-        peers.close()
+        peers.close(clean)

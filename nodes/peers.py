@@ -50,5 +50,5 @@ class Solo:
         """Enough other ranks have a full batch for `version` that a straggler should stop waiting."""
         return False
 
-    def close(self) -> None:
-        pass
+    def close(self, clean: bool = True) -> None:
+        """Leave; `clean`: every rank stopped after the same iteration (not after a failure)."""

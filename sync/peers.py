@@ -41,6 +41,7 @@ from nodes.peers import Solo
 from sync.world import World
 
 HEARTBEAT_S = 1.0
+CLOSE_JOIN_S = 15.0  # longest wait for a thread or a peer when leaving (a heartbeat set() times out at 10 s)
 log = logging.getLogger("sync")
 
 
@@ -226,10 +227,32 @@ class DistPeers(Solo):
         self._last_ready = count >= self._ready_needed
         return self._last_ready
 
-    def close(self) -> None:
+    def close(self, clean: bool = True) -> None:
+        """Leave the group. The heartbeat and watchdog threads are joined first: a daemon thread
+        still inside a torch call when the interpreter exits aborts the whole process ("terminate
+        called without an active exception", exit 134; it failed a Slurm job that had finished).
+        After a clean end (every rank leaves after the same iteration), rank 0 waits for the others'
+        last store call before it goes, since its process hosts the store."""
         self._stop_hb.set()
+        for thread, wait_s in ((self._hb, CLOSE_JOIN_S), (self._dog, 3.0)):
+            thread.join(wait_s)
+            if thread.is_alive():
+                log.warning("rank %d: the %s thread is still in a store call at exit", self.rank, thread.name)
         if dist.is_initialized():
             try:
                 dist.destroy_process_group()
             except Exception:  # noqa: BLE001
                 pass
+        if clean:
+            self._closing_handshake()
+
+    def _closing_handshake(self) -> None:
+        try:
+            if self.rank != 0:
+                self.keys.add("closed", 1)
+                return
+            deadline = time.monotonic() + min(CLOSE_JOIN_S, self.cfg.timeout_s)
+            while self.keys.add("closed", 0) < self.world_size - 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        except Exception:  # noqa: BLE001 - a peer or the store is gone; nothing left to protect
+            pass

@@ -54,6 +54,14 @@ def node_names(run_dir):
     return names
 
 
+def task_logs(run_dir, job):
+    """The tail of each task's stdout/stderr (submitit's files): shown when a job did not complete."""
+    parts = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "slurm", f"{job}_*_log.*"))):
+        parts.append(f"--- {os.path.basename(path)}\n" + open(path, errors="replace").read()[-1500:])
+    return "\n".join(parts) or f"no task logs for job {job} in {run_dir}/slurm"
+
+
 def assert_two_node_run(run_dir):
     s = summary(run_dir)
     assert s["nodes"] == 2 and s["outcome"] == "finished", s
@@ -103,7 +111,7 @@ def test_two_node_job_waits_streams_and_completes(slurm, tmp_path):
     job = job.group(1)
     assert "run finished" in proc.stdout  # rank 0's log, streamed
     assert f"Slurm job {job} ended COMPLETED" in proc.stdout
-    assert slurm.final_state(job) == "COMPLETED"
+    assert slurm.final_state(job) == "COMPLETED", task_logs(run_dir, job)
     assert_two_node_run(run_dir)
     # submitit's files: one batch script, one stdout per task
     assert len(glob.glob(os.path.join(run_dir, "slurm", f"{job}_*_log.out"))) == 2
@@ -127,7 +135,7 @@ def test_sweep_submits_one_two_node_job_per_point(slurm, tmp_path):
     assert [d for _, d in jobs] == [os.path.join(sweep, "0"), os.path.join(sweep, "1")], proc.stdout
     assert not os.path.exists(os.path.join(sweep, "0", "summary.json"))  # submitted, not waited for
     for (job, run_dir), lr in zip(jobs, ("0.001", "0.003")):
-        assert slurm.final_state(job) == "COMPLETED", job
+        assert slurm.final_state(job) == "COMPLETED", task_logs(run_dir, job)
         assert re.search(rf"\n  lr: {lr}\n", open(os.path.join(run_dir, "config.yaml")).read())
         assert glob.glob(os.path.join(run_dir, "tb", "events.out.tfevents.*"))
         assert_two_node_run(run_dir)
@@ -187,7 +195,7 @@ def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
     out = first + rest
     assert proc.returncode == 0, out[-4000:]
     assert f"Slurm job {job} ended COMPLETED" in out
-    assert slurm.final_state(job) == "COMPLETED"
+    assert slurm.final_state(job) == "COMPLETED", task_logs(run_dir, job)
     assert [state for state, _ in slurm.sacct(job, all_runs=True)] == ["REQUEUED", "REQUEUED", "COMPLETED"]
     text = open(log).read()
     assert "received SIGUSR2" in text and f"requeued Slurm job {job} after the checkpoint" in text
