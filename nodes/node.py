@@ -37,7 +37,7 @@ from nodes.peers import Solo
 from nodes.policy_worker import run_policy_worker
 from nodes.processes import Channels, spawn, start_janitor, stop_janitor
 from nodes.rollout_worker import run_rollout_worker
-from nodes.stats import EPISODES, PARTIAL, SAMPLES, STOP, SYNC_S, RunStats, TensorBoard, merged_reward
+from nodes.stats import ELAPSED, EPISODES, PARTIAL, SAMPLES, STOP, SYNC_S, RunStats, TensorBoard, merged_reward
 from nodes.weights import SharedWeights
 
 log = logging.getLogger("nodes")
@@ -235,7 +235,7 @@ class Node:
         r = st.mean_reward()
         mine = [float(train["local_samples"]), train["sync_s"], train["step_s"], train["policy_lag_mean"],
                 float(st.episodes), math.nan if r is None else r, float(len(st.rewards)), float(stop),
-                float(self.partial_batches)]
+                float(self.partial_batches), st.seconds]
         rows = self.peers.gather_stats(mine)
         self.rank_rows = rows
         self.rank_samples = [a + row[SAMPLES] for a, row in zip(self.rank_samples or [0.0] * len(rows), rows)]
@@ -333,7 +333,7 @@ class Node:
         checksums = self.peers.check_agreement(self.model, -1) if collective else [param_checksum(self.model)]
         r = st.mean_reward()
         rows = self.rank_rows or [[0, 0, 0, 0, st.episodes, math.nan if r is None else r, len(st.rewards), 0,
-                                   self.partial_batches]]
+                                   self.partial_batches, seconds]]
         reward = merged_reward(rows)
         summary = dict(
             env_frames=st.env_frames, seconds=round(seconds, 3),
@@ -345,7 +345,8 @@ class Node:
             sync_share=round(self.sync_s_total / max(seconds, 1e-9), 4),
             partial_batches=int(sum(row[PARTIAL] for row in rows)),  # all ranks: batches cut short
             samples_per_rank=[int(x) for x in self.rank_samples],
-            sync_share_per_rank=[round(x / max(seconds, 1e-9), 4) for x in self.rank_sync_s],
+            # each rank's all-reduce time over its own training time (ranks start their clocks apart)
+            sync_share_per_rank=[round(x / max(row[ELAPSED], 1e-9), 4) for x, row in zip(self.rank_sync_s, rows)],
         )
         if self.is_writer:
             path = os.path.join(self.run_dir, "summary.json")

@@ -7,7 +7,7 @@ from typing import Dict, Optional
 
 
 # Per-rank row gathered every iteration (nodes.node.Node._share_stats), by index.
-SAMPLES, SYNC_S, STEP_S, LAG, EPISODES, REWARD, REWARD_N, STOP, PARTIAL = range(9)
+SAMPLES, SYNC_S, STEP_S, LAG, EPISODES, REWARD, REWARD_N, STOP, PARTIAL, ELAPSED = range(10)
 
 
 def merged_reward(rank_rows) -> Optional[float]:

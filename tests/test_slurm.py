@@ -68,6 +68,8 @@ def assert_two_node_run(run_dir):
     a, b = s["param_checksums"]
     assert a == b, "ranks ended with different parameters"
     assert s["policy_version"] > 0 and min(s["samples_per_rank"]) > 0
+    # shares of each rank's own training time (a rank that starts first waits in its first all-reduce)
+    assert all(0 <= x <= 1 for x in s["sync_share_per_rank"]), s["sync_share_per_rank"]
     assert node_names(run_dir) == {0: "n1", 1: "n2"}, node_names(run_dir)  # one task on each Slurm node
     return s
 
