@@ -92,8 +92,9 @@ def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
               f"{shares['false']['sync_share']:.3f}, {shares['false']['fps']:.0f} fps, reward "
               f"{shares['false']['mean_episode_reward']:.2f}")
     assert speed <= 0.6, "rank 1 should be a real straggler (at most ~half speed)"
-    assert shares["true"]["sync_share"] < 0.15
-    assert shares["true"]["sync_share"] < shares["false"]["sync_share"]
+    # quiet machine: 0.04-0.06 on vs ~0.95 off; 0.21 seen with other engines busy on the 2 cores
+    assert shares["true"]["sync_share"] < 0.3
+    assert shares["true"]["sync_share"] < shares["false"]["sync_share"] / 3
     assert shares["true"]["mean_episode_reward"] > 5.0  # random play scores 4 of 8
 
 
