@@ -47,6 +47,13 @@ def _ports_free(base: int) -> bool:
     return True
 
 
+def _signal(pid: int, sig) -> None:
+    try:
+        os.kill(pid, sig)
+    except OSError:
+        pass
+
+
 class LocalSlurm:
     """`up` a cluster of n nodes; `env` is the environment for clients (sbatch, srun, submitit)."""
 
@@ -107,27 +114,45 @@ class LocalSlurm:
                 found.append((int(d), cmd.replace(b"\0", b" ").decode(errors="replace")[:120]))
         return found
 
+    DAEMONS = ("munged", "mariadbd", "slurmdbd", "slurmctld", "slurmscriptd", "slurmd")
+
     def down(self) -> list:
-        """Stop everything; returns what had to be killed after `down` (should be nothing)."""
+        """Stop everything. Returns the job processes (slurmstepd, training tasks) still running
+        after `down`: they should be none. The cluster's own daemons, if the script left any, are
+        stopped here (SIGTERM, then SIGKILL) and reported in self.down_report."""
+        t0 = time.time()
         try:
-            self.script("down", timeout=120)
-        finally:
-            left = []
-            deadline = time.time() + 10
-            while time.time() < deadline:
-                left = self.leftovers()
-                if not left:
-                    break
-                time.sleep(0.5)
-            for pid, _ in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            if os.environ.get("DISTRL_SLURM_LOGS"):  # keep the daemons' logs (debugging a test)
-                shutil.copytree(os.path.join(self.dir, "log"), os.environ["DISTRL_SLURM_LOGS"], dirs_exist_ok=True)
-            shutil.rmtree(self.dir, ignore_errors=True)
-        return left
+            proc = self.script("down", timeout=120)
+            self.down_report = f"down script exited {proc.returncode} after {time.time() - t0:.1f} s: {proc.stderr[-2000:]}"
+        except subprocess.TimeoutExpired as exc:
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            self.down_report = f"down script still running after {time.time() - t0:.0f} s: {err[-2000:]}"
+        left = self._wait_gone(10)
+        daemons = [(pid, cmd) for pid, cmd in left if self._is_daemon(cmd)]
+        jobs = [(pid, cmd) for pid, cmd in left if not self._is_daemon(cmd)]
+        if daemons:
+            self.down_report = f"daemons left by the down script: {daemons}\n{self.down_report}\n{self.logs()}"
+            for pid, _ in daemons:
+                _signal(pid, signal.SIGTERM)
+            daemons = self._wait_gone(20)
+        for pid, _ in jobs + daemons:
+            _signal(pid, signal.SIGKILL)
+        if os.environ.get("DISTRL_SLURM_LOGS"):  # keep the daemons' logs (debugging a test)
+            shutil.copytree(os.path.join(self.dir, "log"), os.environ["DISTRL_SLURM_LOGS"], dirs_exist_ok=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+        return jobs
+
+    def _is_daemon(self, cmd: str) -> bool:
+        name = cmd.lstrip(": ").split(" ", 1)[0]
+        return os.path.basename(name) in self.DAEMONS
+
+    def _wait_gone(self, seconds: float) -> list:
+        deadline = time.time() + seconds
+        while True:
+            left = self.leftovers()
+            if not left or time.time() > deadline:
+                return left
+            time.sleep(0.5)
 
     # ------------------------------------------------------------------ queries
     def run(self, *cmd, timeout=60, check=True) -> subprocess.CompletedProcess:

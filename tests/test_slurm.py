@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -31,7 +32,9 @@ def slurm():
         yield cluster
     finally:
         left = cluster.down()
-    assert not left, f"still running after the test cluster went down (killed now): {left}"
+        if cluster.down_report.startswith("daemons left"):  # the fixture's own daemons, not our jobs
+            warnings.warn(f"the test cluster's down script left daemons (stopped now): {cluster.down_report[:3000]}")
+    assert not left, f"job processes still running after the test cluster went down (killed now): {left}\n{cluster.down_report}"
 
 
 def launch(env, *args, timeout=240):

@@ -59,7 +59,11 @@ pid_ok() {
 # stop_pid PIDFILE NAME: SIGTERM, wait up to 20 s, then SIGKILL
 stop_pid() {
   local f=$1 name=$2 pid i
-  if ! pid_ok "$f"; then rm -f "$f"; return 0; fi
+  if ! pid_ok "$f"; then
+    # say why (a daemon left running by the test fixture is otherwise hard to explain)
+    if [[ ! -s $f ]]; then log "$name: no pid file $f"; else log "$name: pid $(<"$f") from $f is not a live daemon of $BASE"; fi
+    rm -f "$f"; return 0
+  fi
   pid=$(<"$f"); log "stopping $name (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true
   for ((i = 0; i < 200; i++)); do pid_ok "$f" || break; sleep 0.1; done
