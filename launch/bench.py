@@ -11,6 +11,8 @@ as N local nodes (launch.local), and reports the total and per-node training fra
 node's share of time spent waiting in the gradient all-reduce, and the scaling ratio (N-node
 total / single node). On one machine the N nodes share its cores; on a cluster, run it per node
 count to read scaling.
+
+Ctrl-C or SIGTERM stops it with one line and exit code 128 + the signal, as launch.train does.
 """
 from __future__ import annotations
 
@@ -23,7 +25,10 @@ import sys
 
 import hydra
 
-from launch.app import hydra_run_dir, precheck_argv, resolve
+from launch.app import check, hydra_run_dir, resolve
+from launch.exits import report
+from launch.overrides import check_command
+from nodes.errors import Stopped
 
 log = logging.getLogger("launch.bench")
 
@@ -31,8 +36,17 @@ log = logging.getLogger("launch.bench")
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg) -> None:
     obj = resolve(cfg, hydra_run_dir())
-    if obj.nodes > 1:
-        return bench_nodes(obj)
+    try:
+        bench_nodes(obj) if obj.nodes > 1 else bench_node(obj)
+    except (Exception, KeyboardInterrupt) as exc:
+        code = report(exc)  # a failure: one line (an unexpected error's traceback to the console)
+        if isinstance(exc, (Stopped, KeyboardInterrupt)):
+            print(f"bench: stopped by {exc if isinstance(exc, Stopped) else 'SIGINT'}", file=sys.stderr, flush=True)
+        shutil.rmtree(obj.run_dir, ignore_errors=True)
+        sys.exit(code)
+
+
+def bench_node(obj) -> None:
     from nodes.node import Node
     s = obj.sampler
     print(f"bench: env={obj.env.name} workers={s.num_workers} envs_per_worker={s.envs_per_worker} "
@@ -88,5 +102,5 @@ def bench_nodes(obj) -> None:
 
 
 if __name__ == "__main__":
-    precheck_argv(sys.argv[1:])
+    check_command(sys.argv[1:], check)
     main()

@@ -5,6 +5,9 @@ this process and prints the mean and std of the unscaled game score; the last st
 same as JSON. With enjoy.video=true the first episode is written as an mp4 (H.264 via PyAV) to
 enjoy.video_path (default RUN_DIR/videos/enjoy_v<policy version>.mp4). enjoy.random=true plays
 uniformly random actions instead (the baseline a trained policy must beat).
+
+Arguments are Hydra overrides of `EnjoyArgs`, checked by the same code as launch.train's
+(launch.overrides.compose_checked): bad ones are refused in one line with exit code 2.
 """
 from __future__ import annotations
 
@@ -15,9 +18,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
-from omegaconf import OmegaConf
-
-from launch.app import refuse
+from launch import overrides
+from launch.overrides import compose_checked, refuse, register
+from nodes.envs import private_workdir
+from nodes.errors import ConfigError, one_line
 
 
 @dataclass
@@ -39,22 +43,23 @@ class EnjoyArgs:
 
 
 ENGINE_FPS = {"doom": 35.0, "atari": 60.0, "dmlab": 60.0}  # engine frames per second, by env family
+OPTIONS = ("run_dir, enjoy.episodes, enjoy.greedy, enjoy.random, enjoy.video, enjoy.video_path, enjoy.fps, "
+           "enjoy.seed, enjoy.max_steps")
+
+register("enjoy", EnjoyArgs)
 
 
 def parse(argv) -> EnjoyArgs:
-    schema = OmegaConf.structured(EnjoyArgs)
-    for arg in argv:
-        key, eq, value = arg.partition("=")
-        if not eq:
-            refuse(f"arguments are key=value, got '{arg}' (e.g. run_dir=runs/doom_basic/... enjoy.episodes=10)")
-        if OmegaConf.select(schema, key, default="__missing__") == "__missing__":
-            refuse(f"unknown option '{key}' (run_dir, enjoy.episodes, enjoy.greedy, enjoy.random, enjoy.video, "
-                   f"enjoy.video_path, enjoy.fps, enjoy.seed, enjoy.max_steps)")
-        try:
-            OmegaConf.update(schema, key, value, merge=True)
-        except Exception as exc:  # noqa: BLE001 - OmegaConf raises several validation types
-            refuse(f"bad value for {key}: {str(exc).strip().splitlines()[0]}")
-    args: EnjoyArgs = OmegaConf.to_object(schema)
+    try:
+        for o in overrides.parse(argv):
+            if o.is_sweep_override():
+                raise ConfigError(f"{o.input_line}: launch.enjoy plays one policy, it takes no sweep")
+        args: EnjoyArgs = compose_checked("enjoy", argv)
+    except ConfigError as exc:
+        message = str(exc)
+        if message.startswith("unknown config key"):
+            message += f" (options: {OPTIONS})"
+        refuse(message)
     if not args.run_dir:
         refuse("run_dir=PATH is required (a directory written by launch.train)")
     if not os.path.isfile(os.path.join(args.run_dir, "config.yaml")):
@@ -77,7 +82,7 @@ def load_policy(cfg):
         model = ActorCritic(env_spec(cfg.env), cfg.model)
         model.load_state_dict(state["model"])
     except (ckpt.CheckpointError, RuntimeError, KeyError) as exc:
-        refuse(str(exc).strip().splitlines()[0])
+        refuse(one_line(exc))
     model.eval()
     return model, path, state
 
@@ -87,7 +92,6 @@ def main(argv) -> int:
     from launch.node import load_config
     from nodes.evaluate import play
     cfg = load_config(args.run_dir)
-    cfg.env.step_delay_s = 0.0
     opt = args.enjoy
     model, path, state = (None, None, {}) if opt.random else load_policy(cfg)
     version = int(state.get("policy_version", 0))
@@ -97,21 +101,15 @@ def main(argv) -> int:
         video_path = opt.video_path or os.path.join(cfg.run_dir, "videos", f"enjoy_v{version}{'_random' if opt.random else ''}.mp4")
         fps = opt.fps or ENGINE_FPS.get(cfg.env.family, 60.0) / cfg.env.frameskip
         recorder = Recorder(video_path, fps)
-    # VizDoom writes _vizdoom/ into the working directory: keep it out of the user's.
-    workdir = os.path.join(cfg.run_dir, ".workers", f"enjoy_pid{os.getpid()}")
-    os.makedirs(workdir, exist_ok=True)
-    os.chdir(workdir)
     try:
-        scores, lengths = play(cfg, model, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
-                               on_frame=recorder.frame if recorder else None)
+        with private_workdir(cfg.run_dir, "enjoy"):  # VizDoom's files stay out of the user's directory
+            scores, lengths = play(cfg, model, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
+                                   on_frame=recorder.frame if recorder else None)
     except ValueError as exc:  # e.g. an env without frames asked for a video
-        refuse(str(exc).strip().splitlines()[0])
+        refuse(one_line(exc))
     finally:
         if recorder:
             recorder.close()
-        os.chdir(cfg.run_dir)
-        import shutil
-        shutil.rmtree(workdir, ignore_errors=True)
     result = {
         "policy": "random" if opt.random else path, "policy_version": version,
         "env_frames": int(state.get("env_frames", 0)), "episodes": len(scores),

@@ -11,7 +11,9 @@ import sys
 
 from omegaconf import OmegaConf
 
-from launch.ranks import rank_logging, run_rank
+from launch.logs import rank_logging
+from launch.overrides import refuse
+from launch.ranks import run_rank
 from nodes.config import Config
 from sync.world import detect
 
@@ -19,9 +21,7 @@ from sync.world import detect
 def load_config(run_dir: str) -> Config:
     path = os.path.join(run_dir, "config.yaml")
     if not os.path.isfile(path):
-        print(f"error: {path} not found (launch.node runs a run directory written by launch.train)",
-              file=sys.stderr)
-        sys.exit(2)
+        refuse(f"{path} not found (a run directory is written by launch.train)")
     cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
     obj: Config = OmegaConf.to_object(cfg)
     obj.run_dir = os.path.abspath(run_dir)
@@ -35,8 +35,7 @@ def main(argv) -> int:
     cfg = load_config(argv[0])
     world = detect()
     if world is None:
-        print("error: launch.node needs a world (RANK/WORLD_SIZE/MASTER_PORT or a Slurm step)", file=sys.stderr)
-        return 2
+        refuse("launch.node needs a world (RANK/WORLD_SIZE/MASTER_PORT or a Slurm step)")
     rank_logging(cfg.run_dir, world.rank)
     return run_rank(cfg, world)
 

@@ -12,13 +12,14 @@ id and the run directory and returns; with launcher.wait=true it waits, streams 
 Preemption and time limits (`run_slurm_rank`, for SlurmTask, `srun python -m launch.train` and
 Hydra's submitit launcher alike): the job asks for launcher.signal (USR2; NCCL may use USR1)
 launcher.signal_delay_s before its time limit. Slurm sends it to every process of the step, so
-every rank votes to stop (nodes.node.Node.stop_signals); all stop after the same iteration, rank 0
+every rank votes to stop (the node's stop signals); all stop after the same iteration, rank 0
 writes the final checkpoint, then requeues the job (`scontrol requeue`), and the next run of the
 job resumes from that checkpoint (weights, optimizer, frame counter). SIGTERM (scancel, an
 external `scontrol requeue`, preemption with PreemptMode=REQUEUE) also stops every rank after
 the current iteration with a checkpoint, and Slurm itself decides whether the job comes back.
 
-This module imports submitit only where it submits, so a rank started by srun does not need it.
+submitit is a base dependency; this module imports it only where it submits (a rank started by
+srun does not need it), and an install without it is refused in one line, before anything runs.
 """
 from __future__ import annotations
 
@@ -34,11 +35,14 @@ import sys
 import time
 from typing import List, Optional, Tuple
 
-from nodes.config import Config, ConfigError
+from nodes.config import Config
+from nodes.errors import ConfigError, need
+from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 
 log = logging.getLogger("launch.slurm")
 
-# Job states after which a job does not run again (a requeued job goes PENDING, not here).
+# States of a job that is not over: waiting, running, or on its way to run again (a requeued job
+# passes through these); any other state is final.
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED",
                  "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
                  "RESV_DEL_HOLD", "POWER_UP_NODE", "UPDATE_DB"}
@@ -56,11 +60,6 @@ def preempt_signal(name: str) -> int:
 def check(cfg: Config) -> None:
     """launcher=slurm values; raises ConfigError with one line. Nothing is submitted before."""
     c = cfg.launcher
-
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(msg)
-
     need(c.tasks_per_node >= 1, f"launcher.tasks_per_node must be >= 1, got {c.tasks_per_node}")
     need(cfg.nodes % c.tasks_per_node == 0,
          f"nodes ({cfg.nodes}) must be a multiple of launcher.tasks_per_node ({c.tasks_per_node}): "
@@ -77,8 +76,8 @@ def check(cfg: Config) -> None:
          f"launcher.job_name must be letters, digits, '_', '.', '-', got '{c.job_name}'")
     sbatch_options(c.sbatch)
     need(all(isinstance(line, str) for line in c.setup), "launcher.setup must be a list of shell lines")
-    if c.gpus_per_node == 0 and cfg.train.device.startswith("cuda"):
-        raise ConfigError("train.device=cuda needs launcher.gpus_per_node >= 1")
+    need(c.gpus_per_node > 0 or not cfg.train.device.startswith("cuda"),
+         "train.device=cuda needs launcher.gpus_per_node >= 1")
 
 
 SET_BY_LAUNCHER = ("nodes", "ntasks", "ntasks-per-node", "output", "error", "signal", "open-mode", "array")
@@ -100,6 +99,10 @@ def sbatch_options(items) -> dict:
 
 
 def need_slurm_commands() -> None:
+    try:
+        import submitit  # noqa: F401
+    except ImportError as exc:
+        raise ConfigError(f"launcher=slurm needs submitit ({exc}): pip install submitit") from None
     for tool in ("sbatch", "srun", "scontrol"):
         if shutil.which(tool) is None:
             raise ConfigError(f"{tool} not found: launcher=slurm submits with the Slurm client commands "
@@ -154,8 +157,8 @@ class SlurmTask:
         self.run_dir = run_dir
 
     def __call__(self) -> int:
+        from launch.logs import rank_logging
         from launch.node import load_config
-        from launch.ranks import rank_logging
         from sync.world import detect
 
         cfg = load_config(self.run_dir)
@@ -216,14 +219,18 @@ def under_hydra_submitit() -> bool:
 def run_slurm_rank(cfg: Config, world) -> int:
     """Train as one rank of a Slurm step (world None: a one-task job, the single-node fallback).
     Returns the exit code; after the preemption signal, requeues the job and raises SystemExit."""
-    from nodes.node import Node
     sig = preempt_signal(cfg.launcher.signal)
-    Node.stop_signals = tuple(dict.fromkeys((*Node.stop_signals, sig)))
     env = os.environ
     rank = world.rank if world else 0
     log.info("rank %d: Slurm job %s task %s on node %s (restart %s)", rank, env.get("SLURM_JOB_ID", "?"),
              env.get("SLURM_PROCID", "?"), env.get("SLURMD_NODENAME", "?"), env.get("SLURM_RESTART_COUNT", "0"))
-    code = _train(cfg, world)
+    stop_signals = (*DEFAULT_STOP_SIGNALS, sig)
+    if world is not None:
+        from launch.ranks import run_rank
+        code = run_rank(cfg, world, stop_signals)
+    else:
+        from launch.exits import run_node
+        code = run_node(cfg, stop_signals=stop_signals)
     if code != 128 + sig:
         return code
     # every rank got the signal and stopped after the same iteration; rank 0 has checkpointed
@@ -240,26 +247,6 @@ def await_requeue_kill(timeout_s: float = 60.0) -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     if signal.sigtimedwait({signal.SIGTERM}, timeout_s) is None:
         log.warning("no requeue of Slurm job %s after %.0f s: leaving", os.environ.get("SLURM_JOB_ID"), timeout_s)
-
-
-def _train(cfg: Config, world) -> int:
-    if world is not None:
-        from launch.ranks import run_rank
-        return run_rank(cfg, world)
-    from nodes.checkpoint import CheckpointError
-    from nodes.node import Node, Stopped, WorkerFailed
-    try:
-        Node(cfg).run()
-        return 0
-    except CheckpointError as exc:
-        log.error("%s", exc)
-        return 2
-    except WorkerFailed:
-        return 1
-    except Stopped as exc:
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        return 130
 
 
 def requeue(cfg: Config) -> bool:

@@ -6,22 +6,37 @@
   the run directory, and with launcher.wait=true waits for the job and exits with its result;
 - started by srun / torchrun (a world in the environment), or as a task of Hydra's submitit
   launcher (hydra/launcher=submitit_slurm): this process is one rank of that world.
+
+Before Hydra starts, the command line is checked point by point (launch.overrides). A job
+returns its run's mean episode reward, the objective of sweeper plugins such as Optuna.
 """
 from __future__ import annotations
 
 import logging
 import sys
+from typing import Optional
 
 import hydra
 
-from launch.app import hydra_run_dir, precheck_argv, refuse, resolve, write_resolved
-from nodes.config import ConfigError
+from launch.app import check, hydra_run_dir, resolve, write_resolved
+from launch.exits import objective, run_node
+from launch.logs import rank_logging
+from launch.overrides import check_command, refuse
+from nodes.errors import ConfigError
 
 log = logging.getLogger("launch.train")
 
 
+def finish(code: int, run_dir: str) -> Optional[float]:
+    """A failure exits with its code (it ends a sweep, as any failed job does); a finished run
+    returns its objective (not sys.exit(0): under Hydra's submitit launcher the job returns it)."""
+    if code:
+        sys.exit(code)
+    return objective(run_dir)
+
+
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg) -> None:
+def main(cfg) -> Optional[float]:
     obj = resolve(cfg, hydra_run_dir())
     from launch import slurm
     from sync.world import detect
@@ -31,50 +46,32 @@ def main(cfg) -> None:
         # hydra-submitit's tasks share the sweep directory its submitting process fixed
         if not any(a.startswith("hydra.run.dir=") for a in sys.argv[1:]) and not slurm.under_hydra_submitit():
             refuse("under srun/torchrun every rank needs the same run directory: pass hydra.run.dir=...")
-        from launch.ranks import rank_logging, run_rank
+        from launch.ranks import run_rank
         obj.nodes = world.size
         if world.rank == 0:
             write_resolved(obj)
         rank_logging(obj.run_dir, world.rank, under_hydra=True)
         code = slurm.run_slurm_rank(obj, world) if world.source == "slurm" else run_rank(obj, world)
-        if code:
-            sys.exit(code)
-        return  # not sys.exit(0): under Hydra's submitit launcher the job returns its result
+        return finish(code, obj.run_dir)
     if obj.launcher.name == "slurm":
-        try:
-            slurm.check(obj)
-            slurm.need_slurm_commands()
-        except ConfigError as exc:
-            refuse(str(exc))
         write_resolved(obj)
         try:
             slurm.submit(obj)  # returns: a sweep (-m) submits one job per point
         except ConfigError as exc:
             refuse(str(exc))
-        return
+        return None
     write_resolved(obj)
     log.info("run directory: %s", obj.run_dir)
     if obj.nodes > 1:
-        if obj.launcher.name != "local":
-            refuse(f"launcher={obj.launcher.name} is not available; use launcher=local or launcher=slurm")
         from launch.local import spawn_nodes
-        sys.exit(spawn_nodes(obj.run_dir, obj.nodes, obj.sync.master_port, grace_s=obj.sync.timeout_s + 30))
-    from nodes.checkpoint import CheckpointError
-    from nodes.node import Node, Stopped, WorkerFailed
-    try:
-        Node(obj).run()
-    except CheckpointError as exc:
-        refuse(str(exc))
-    except WorkerFailed:
-        sys.exit(1)
-    except Stopped as exc:
-        sys.exit(128 + exc.signum)
-    except KeyboardInterrupt:
-        sys.exit(130)
+        return finish(spawn_nodes(obj.run_dir, obj.nodes, obj.sync.master_port, grace_s=obj.sync.timeout_s + 30),
+                      obj.run_dir)
+    rank_logging(obj.run_dir, 0, under_hydra=True)
+    return finish(run_node(obj), obj.run_dir)
 
 
 if __name__ == "__main__":
-    precheck_argv(sys.argv[1:])
+    check_command(sys.argv[1:], check)
     main()
     from launch.slurm import wait_submitted
     sys.exit(wait_submitted())  # launcher=slurm launcher.wait=true: every job this command submitted

@@ -13,12 +13,12 @@ from typing import Optional
 
 import torch
 
+from nodes.errors import CheckpointError, one_line
+
+__all__ = ["CheckpointError", "checkpoint_dir", "latest", "list_checkpoints", "load", "save"]
+
 FORMAT = "distrl-checkpoint-v1"
 _NAME = re.compile(r"checkpoint_(\d{9})\.pt$")
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be used; the message is one line meant for the user."""
 
 
 def checkpoint_dir(run_dir: str) -> str:
@@ -60,8 +60,8 @@ def load(path: str) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a bad file
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or not a torch checkpoint): {first}") from None
+        raise CheckpointError(f"checkpoint {path} is unreadable (truncated or not a torch checkpoint): "
+                              f"{one_line(exc)}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path} is not a {FORMAT} checkpoint of this trainer")
     return state

@@ -1,9 +1,14 @@
-"""Structured config: the schema every YAML file under conf/ is validated against.
+"""The structured config: the one home of every default, and the checks on a composed config.
 
-The defaults a user sees live in conf/*.yaml; the dataclasses here give the types (so a
-non-integer `sampler.num_workers` is refused by OmegaConf) and `validate()` gives the semantic
-checks. Both run in the launching process, before any worker process starts, and each failure
-is one line (`ConfigError`).
+The dataclasses below are registered in Hydra's ConfigStore as `schema` (launch.app), the first
+entry of conf/config.yaml's defaults list. Their defaults are what `python -m launch.train` runs
+with: VizDoom basic, the simplified model, APPO, the async sampler on this machine. The option
+files under conf/<group>/ hold only what differs from these defaults (tests/test_config_defaults.py
+checks that composing conf/ gives exactly `Config()` and that no option file repeats a default).
+
+`validate()` gives the semantic checks; it runs in the launching process, before any worker
+process starts, and each failure is one line (`ConfigError`). Whether an env can be created here
+is checked separately (nodes.envs.check_env_config), by the launcher, after `validate`.
 """
 from __future__ import annotations
 
@@ -11,26 +16,22 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from nodes.errors import need
+
 SAMPLER_MODES = ("async", "sync", "deterministic")
 IMPLEMENTED_MODES = ("async",)
 
 
-class ConfigError(ValueError):
-    """A bad configuration value; the message is one line meant for the user."""
-
-
 @dataclass
 class EnvConfig:
-    name: str = "doom_basic"  # the conf/env/ file that selected this env
-    family: str = "doom"  # doom | gym
-    id: str = ""  # doom: scenario .cfg bundled with vizdoom; gym: a gymnasium id
-    frameskip: int = 4
-    width: int = 128  # observation size fed to the model (VizDoom renders 160x120, resized)
+    name: str = "doom_basic"  # the conf/env/ option that selected this env (run directories are named by it)
+    family: str = "doom"  # doom | atari | dmlab | gym
+    id: str = "basic.cfg"  # doom: a scenario .cfg bundled with vizdoom; atari: ALE/<Game>-v5; dmlab: a level; gym: an id
+    frameskip: int = 4  # engine frames per agent step (env_frames count these)
+    width: int = 128  # observation size fed to the model (VizDoom renders 160x120 and is resized)
     height: int = 72
-    reward_scale: float = 0.01  # training reward = game reward * reward_scale; logs stay unscaled
+    reward_scale: float = 0.01  # training reward = game reward x this; logged rewards stay unscaled
     episode_timeout: int = 0  # VizDoom tics; 0 keeps the scenario's own
-    step_delay_s: float = 0.0  # artificial per-step delay (slow-node tests)
-    slow_rank: int = -1  # apply step_delay_s on this rank only; -1 = every rank
     # pixel preprocessing (Atari: 84x84 grayscale, 4 stacked frames)
     grayscale: bool = False
     frame_stack: int = 1
@@ -42,27 +43,27 @@ class EnvConfig:
     level_cache_dir: str = ""  # generated level layouts are cached here ("" = ~/.cache/distrl/dmlab)
     # VizDoom
     actions: str = "single"  # single: no-op + one button per action | heads: one discrete head per button group
-    measurements: bool = False  # game variables (health, ammo, ...) as a second model input
-    shaping: Dict[str, float] = field(default_factory=dict)  # game variable -> reward per unit of change
+    measurements: bool = True  # game variables (health, ammo, ...) beside the pixels (used by model=full)
+    shaping: Dict[str, float] = field(default_factory=dict)  # game variable -> training reward per unit of change
 
 
 @dataclass
 class SamplerConfig:
-    mode: str = "async"
-    num_workers: int = 2  # rollout worker processes, one per core
+    mode: str = "async"  # async (Sample Factory APPO) | sync (DD-PPO) | deterministic (HTS-RL)
+    num_workers: int = 2  # rollout worker processes, each pinned to a core
     envs_per_worker: int = 8
-    double_buffered: bool = True  # two env groups per worker, alternating
-    num_policy_workers: int = 1
+    double_buffered: bool = True  # two env groups per worker alternate between stepping and inference
+    num_policy_workers: int = 1  # batched-inference processes
     rollout: int = 32  # trajectory length T (also the BPTT length)
     batch_size: int = 1024  # samples per learner step; a multiple of `rollout`
     pin_workers: bool = True  # pin rollout worker i to core (pin_offset + i) % ncores
     pin_offset: int = 0  # set per rank when several nodes share a machine
-    num_slots: int = 0  # trajectory buffers in shared memory; 0 = 2 per env + one batch
+    num_slots: int = 0  # trajectory buffers in shared memory; 0 = 2 per env + one batch (more only add policy lag)
 
 
 @dataclass
 class ModelConfig:
-    name: str = "simplified"
+    name: str = "simplified"  # the conf/model/ option
     encoder: str = "auto"  # auto: conv for image observations, mlp for vectors | conv | impala | mlp
     fc_size: int = 512
     core: str = "gru"  # gru | lstm | none
@@ -72,7 +73,7 @@ class ModelConfig:
 
 @dataclass
 class AlgoConfig:
-    name: str = "appo"
+    name: str = "appo"  # PPO clipping + V-trace (Sample Factory); switch either off
     lr: float = 1e-4
     gamma: float = 0.99
     vtrace: bool = True  # V-trace targets; off: GAE (gae_lambda) on the behaviour values
@@ -87,24 +88,26 @@ class AlgoConfig:
     adam_eps: float = 1e-6
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
-    normalize_advantages: bool = True
+    normalize_advantages: bool = True  # per node, as in DD-PPO
 
 
 @dataclass
 class TrainConfig:
-    max_env_frames: int = 10_000_000  # 0 = no limit
-    max_seconds: float = 0.0  # 0 = no limit
+    max_env_frames: int = 10_000_000  # over all launches of the run (frames = agent steps x frameskip); 0 = no limit
+    max_seconds: float = 0.0  # this launch only; 0 = no limit
     checkpoint_every_s: float = 300.0
     keep_checkpoints: int = 2
     status_every_s: float = 5.0
-    learner_threads: int = 0  # torch threads in the learner; 0 = number of cores
-    device: str = "cpu"
+    learner_threads: int = 0  # torch threads in the learner; 0 = the cores this process may use
+    device: str = "cpu"  # cpu | cuda | cuda:N
 
 
 @dataclass
 class SyncConfig:
-    timeout_s: float = 300.0  # collective timeout across nodes: a dead peer becomes an error
-    straggler: bool = True  # a node that is behind contributes what it has once the others are ready
+    """Across nodes (nodes > 1); sync/ reads these."""
+
+    timeout_s: float = 300.0  # a collective waiting longer than this is an error (a dead peer)
+    straggler: bool = True  # a node that is behind trains on what it has once the others are ready
     min_batch_frac: float = 0.25  # ... but at least this fraction of a batch (else it waits)
     ready_frac: float = 0.5  # "the others are ready": this fraction of all ranks has a full batch
     check_every: int = 50  # iterations between parameter-checksum comparisons
@@ -120,23 +123,29 @@ class BenchConfig:
 
 @dataclass
 class LauncherConfig:
+    """launcher=local runs on this machine; launcher=slurm (launch/slurm.py, through submitit) submits
+    ONE job of nodes/tasks_per_node Slurm nodes, one rank per task, each running the resolved config
+    the submitting command wrote to <run_dir>/config.yaml; submitit's files go to <run_dir>/slurm/.
+    Values are checked by launch.slurm.check before anything is submitted."""
+
     name: str = "local"  # local | slurm (conf/launcher/)
     partition: str = ""  # slurm: "" = the cluster's default partition
-    wait: bool = False  # slurm: wait for the job, stream rank 0's log, exit with its result
-    # launcher=slurm (launch/slurm.py, through submitit): one job of nodes/tasks_per_node Slurm
-    # nodes, one rank per task. Values are checked by launch.slurm.check before anything is submitted.
+    wait: bool = False  # slurm: wait for the job, stream rank 0's log, exit 0 only when it ends COMPLETED
     tasks_per_node: int = 1  # ranks per Slurm node; `nodes` (ranks) must be a multiple of it
-    time_min: int = 60  # time limit of one run of the job, minutes
-    gpus_per_node: int = 0
-    cpus_per_task: int = 0  # 0 = Slurm's default
+    time_min: int = 60  # time limit of one run of the job, minutes (a requeued job gets a new one)
+    gpus_per_node: int = 0  # e.g. 1 with train.device=cuda (NCCL)
+    cpus_per_task: int = 0  # 0 = Slurm's default; e.g. sampler.num_workers + 2
     mem_gb: int = 0  # memory per node; 0 = Slurm's default
     account: str = ""
     qos: str = ""
     constraint: str = ""
     job_name: str = "distrl"
-    sbatch: List[str] = field(default_factory=list)  # extra sbatch options: ["--exclusive", "--mail-type=END"]
-    setup: List[str] = field(default_factory=list)  # shell lines run in the batch script before srun
-    signal: str = "USR2"  # sent signal_delay_s before the time limit (and by preemption): checkpoint + requeue
+    sbatch: List[str] = field(default_factory=list)  # extra sbatch options: launcher.sbatch='[--exclusive,"--mail-type=END"]'
+    setup: List[str] = field(default_factory=list)  # shell lines before srun: launcher.setup=['module load cuda']
+    # Preemption and time limits: Slurm sends `signal` signal_delay_s before the time limit (and a
+    # preempting scheduler may send it too); every rank stops after the same iteration, rank 0
+    # checkpoints and requeues the job, the next run resumes. USR2, not USR1: NCCL may use SIGUSR1.
+    signal: str = "USR2"
     signal_delay_s: int = 120
     max_requeues: int = 20  # requeue on the signal at most this many times (SLURM_RESTART_COUNT)
     poll_s: float = 2.0  # wait=true: seconds between job-state queries
@@ -152,33 +161,31 @@ class Config:
     sync: SyncConfig = field(default_factory=SyncConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
-    seed: int = 0
-    nodes: int = 1
+    seed: int = 0  # env, sampling and initialisation seeds all derive from it (nodes.seeds)
+    nodes: int = 1  # >1: one full Sample Factory node per process or machine (sync/)
     run_dir: Optional[str] = None  # filled in by the launcher (Hydra's output dir)
 
 
 def validate(cfg: Any) -> None:
-    """Semantic checks on a composed config; raises ConfigError with one line."""
-    s, a, t, e = cfg.sampler, cfg.algo, cfg.train, cfg.env
-
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(msg)
-
+    """Semantic checks on a composed config; raises ConfigError with one line naming the key."""
+    s, a, t, e, m, y = cfg.sampler, cfg.algo, cfg.train, cfg.env, cfg.model, cfg.sync
     need(cfg.nodes >= 1, f"nodes must be >= 1, got {cfg.nodes}")
     need(s.mode in SAMPLER_MODES, f"sampler.mode must be one of {', '.join(SAMPLER_MODES)}, got '{s.mode}'")
-    need(s.mode in IMPLEMENTED_MODES, f"sampler.mode={s.mode} is not implemented yet (available: {', '.join(IMPLEMENTED_MODES)})")
+    need(s.mode in IMPLEMENTED_MODES,
+         f"sampler.mode={s.mode} is not implemented yet (available: {', '.join(IMPLEMENTED_MODES)})")
     need(s.num_workers >= 1, f"sampler.num_workers must be >= 1, got {s.num_workers}")
     need(s.envs_per_worker >= 1, f"sampler.envs_per_worker must be >= 1, got {s.envs_per_worker}")
     need(not s.double_buffered or s.envs_per_worker % 2 == 0,
-         f"sampler.envs_per_worker must be even with sampler.double_buffered=true (two equal groups), got {s.envs_per_worker}")
+         "sampler.envs_per_worker must be even with sampler.double_buffered=true (two equal groups), "
+         f"got {s.envs_per_worker}")
     need(s.num_policy_workers >= 1, f"sampler.num_policy_workers must be >= 1, got {s.num_policy_workers}")
     need(s.rollout >= 1, f"sampler.rollout must be >= 1, got {s.rollout}")
     need(s.batch_size >= s.rollout and s.batch_size % s.rollout == 0,
          f"sampler.batch_size ({s.batch_size}) must be a positive multiple of sampler.rollout ({s.rollout})")
     envs, per_batch = s.num_workers * s.envs_per_worker, s.batch_size // max(s.rollout, 1)
     need(s.num_slots == 0 or s.num_slots >= envs + per_batch,
-         f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout ({per_batch}), else sampling deadlocks")
+         f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout "
+         f"({per_batch}), else sampling deadlocks")
     need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
     need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
     need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
@@ -191,14 +198,15 @@ def validate(cfg: Any) -> None:
     need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
-    m = cfg.model
     need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")
-    need(m.encoder in ("auto", "conv", "impala", "mlp"), f"model.encoder must be auto, conv, impala or mlp, got '{m.encoder}'")
-    need(not e.measurements or e.family == "doom", f"env.measurements=true is a VizDoom option; env family '{e.family}' has no game variables")
+    need(m.encoder in ("auto", "conv", "impala", "mlp"),
+         f"model.encoder must be auto, conv, impala or mlp, got '{m.encoder}'")
+    need(not e.measurements or e.family == "doom",
+         f"env.measurements=true is a VizDoom option; env family '{e.family}' has no game variables")
     need(not m.measurements or e.measurements,
-         f"model.measurements=true (model={m.name}) needs an env with measurements: env.measurements=true on a VizDoom env, got env={e.name}")
+         f"model.measurements=true (model={m.name}) needs an env with measurements: env.measurements=true "
+         f"on a VizDoom env, got env={e.name}")
     need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")
-    y = cfg.sync
     need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")
     need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
@@ -207,9 +215,6 @@ def validate(cfg: Any) -> None:
     if t.device.startswith("cuda"):
         import torch
         need(torch.cuda.is_available(), f"train.device={t.device} but no CUDA device is available")
-    # Imported here so that the env registry is the single place that knows env families.
-    from nodes.envs import check_env_config
-    check_env_config(e)
 
 
 def num_slots(s: Any) -> int:

@@ -1,9 +1,4 @@
-"""Learner: a background batcher thread plus the APPO gradient step.
-
-The batcher collects finished trajectory slots and copies a full batch out ahead of time (so
-rollout workers get the slots back at once and the copy overlaps the previous step). It can also
-hand over a partial batch on request: that is how a node that is behind its peers contributes
-the samples it has instead of stalling them (see nodes.peers).
+"""Learner: the APPO gradient step on a batch from nodes.batcher.
 
 The step: BPTT unroll, V-trace (or GAE) targets, PPO-clipped (or plain) policy loss + value loss
 - entropy bonus, backward, `peers.reduce_gradients` (the sample-weighted mean over nodes; the
@@ -12,71 +7,14 @@ moments summed over nodes). nodes/ never imports what implements `peers`.
 """
 from __future__ import annotations
 
-import threading
 import time
-from typing import Dict, List, Optional
+from typing import Dict
 
 import torch
 from torch import nn
 
 from nodes import losses
-from nodes.buffers import SlotBatch
 from nodes.peers import Solo
-
-
-class Batcher(threading.Thread):
-    def __init__(self, buffers, channels, per_batch: int, stop: threading.Event):
-        super().__init__(name="batcher", daemon=True)
-        self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
-        self.cond = threading.Condition()
-        self.pending: List[int] = []  # finished slots not yet in a batch
-        self.ready: Optional[SlotBatch] = None  # a full batch copied out ahead of time
-        self.error: Optional[BaseException] = None
-
-    def _cut(self, n: int) -> SlotBatch:
-        slots, self.pending = self.pending[:n], self.pending[n:]
-        batch = SlotBatch.copy_slots(self.buffers, slots)
-        self.ch.free_slots.put_many(slots)
-        return batch
-
-    def run(self) -> None:
-        import queue
-        try:
-            while not self.stop_event.is_set():
-                try:
-                    got = self.ch.trajectories.get_many(timeout=0.05)
-                except queue.Empty:
-                    got = []
-                with self.cond:
-                    self.pending += got
-                    if self.ready is None and len(self.pending) >= self.per_batch:
-                        self.ready = self._cut(self.per_batch)
-                        self.cond.notify_all()
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the main loop
-            self.error = exc
-
-    def _check(self) -> None:
-        if self.error is not None:
-            raise RuntimeError(f"batcher failed: {self.error!r}") from self.error
-
-    def get_full(self, timeout: float) -> Optional[SlotBatch]:
-        self._check()
-        with self.cond:
-            if self.ready is None:
-                self.cond.wait(timeout)
-            batch, self.ready = self.ready, None
-        return batch
-
-    def take_partial(self, min_slots: int) -> Optional[SlotBatch]:
-        """A full batch if there is one, else every pending slot if there are at least min_slots."""
-        self._check()
-        with self.cond:
-            if self.ready is not None:
-                batch, self.ready = self.ready, None
-                return batch
-            if len(self.pending) >= max(min_slots, 1):
-                return self._cut(min(len(self.pending), self.per_batch))
-        return None
 
 
 class Learner:

@@ -1,12 +1,15 @@
-"""What a node needs from the other nodes, as an interface; `Solo` is the one-node answer.
+"""What a node needs from the other nodes (`Peers`), and the one-node answer (`Solo`).
 
 The learner and the node loop call these methods at fixed points of every iteration, in the
-same order on every rank, so an implementation can use collective operations (sync/ does).
-With one node every method is the identity or a constant: the single-node fallback creates
-no process group at all.
+same order on every rank, so an implementation can use collective operations (sync.peers.DistPeers
+does). Every implementation subclasses `Peers`, so a method added here and forgotten in one of
+them is an error when it is created, not the single-node behaviour silently running on many
+nodes; tests/test_peers_contract.py runs one contract suite against both. With one node every
+method is the identity or a constant: the single-node fallback creates no process group at all.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import List
 
 import torch
@@ -15,40 +18,74 @@ from torch import nn
 from nodes.models import param_checksum
 
 
-class Solo:
-    rank = 0
-    world_size = 1
+class Peers(ABC):
+    rank: int
+    world_size: int
 
     @property
     def is_writer(self) -> bool:
-        """Only one node writes logs, TensorBoard, checkpoints and the summary."""
+        """Only one node writes logs, TensorBoard, checkpoints and the summary: rank 0."""
         return self.rank == 0
 
+    @abstractmethod
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Make every rank start from rank 0's parameters, buffers and optimizer state."""
 
+    @abstractmethod
     def reduce_gradients(self, model: nn.Module, num_samples: int) -> int:
         """Replace local gradients by the sample-weighted mean over ranks; return total samples."""
-        return num_samples
 
+    @abstractmethod
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Element-wise sum over ranks (observation statistics)."""
-        return tensor
+        """Element-wise sum over ranks, in place (observation statistics); returns the tensor."""
 
+    @abstractmethod
     def gather_stats(self, values: List[float]) -> List[List[float]]:
         """Every rank's list of floats, indexed by rank (same length on every rank)."""
-        return [values]
 
+    @abstractmethod
     def check_agreement(self, model: nn.Module, version: int) -> List[str]:
         """Parameter checksums of every rank; raises if they differ (called every few steps)."""
-        return [param_checksum(model)]
 
+    @abstractmethod
     def mark_ready(self, version: int) -> None:
         """This rank has a full batch for `version`."""
 
+    @abstractmethod
     def others_ready(self, version: int) -> bool:
-        """Enough other ranks have a full batch for `version` that a straggler should stop waiting."""
-        return False
+        """Enough ranks have a full batch for `version` that a straggler should stop waiting."""
 
+    @abstractmethod
     def close(self, clean: bool = True) -> None:
         """Leave; `clean`: every rank stopped after the same iteration (not after a failure)."""
+
+
+class Solo(Peers):
+    """One node: nobody to wait for, nothing to exchange."""
+
+    rank = 0
+    world_size = 1
+
+    def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        pass
+
+    def reduce_gradients(self, model: nn.Module, num_samples: int) -> int:
+        return num_samples
+
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        return tensor
+
+    def gather_stats(self, values: List[float]) -> List[List[float]]:
+        return [list(values)]
+
+    def check_agreement(self, model: nn.Module, version: int) -> List[str]:
+        return [param_checksum(model)]
+
+    def mark_ready(self, version: int) -> None:
+        pass
+
+    def others_ready(self, version: int) -> bool:
+        return False  # no other rank is waiting for this one
+
+    def close(self, clean: bool = True) -> None:
+        pass

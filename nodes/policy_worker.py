@@ -11,13 +11,14 @@ import queue
 
 import torch
 
+from nodes import seeds
 from nodes.buffers import env_groups
 from nodes.models import ActorCritic
 from nodes.weights import WeightsReader
 
 
-def run_policy_worker(cfg, index: int, spec, buffers, channels, control, shared_weights) -> None:
-    torch.manual_seed(cfg.seed * 7919 + index + 1)
+def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, control, shared_weights) -> None:
+    torch.manual_seed(seeds.derive(cfg.seed, seeds.POLICY_SAMPLING, rank, index))
     model = ActorCritic(spec, cfg.model)
     model.eval()
     weights = WeightsReader(shared_weights, model)

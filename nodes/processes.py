@@ -1,4 +1,4 @@
-"""Starting and supervising a node's worker processes.
+"""A node's worker processes: starting, supervising and stopping them (`WorkerPool`).
 
 Every worker: dies with its parent (PR_SET_PDEATHSIG), joins the janitor's process group (so
 the janitor can kill it and its VizDoom engine if the main process is SIGKILLed), ignores SIGINT
@@ -8,16 +8,29 @@ reports an exception's traceback on the report queue before exiting non-zero.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
+import queue
 import signal
 import subprocess
 import sys
+import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from multiprocessing import resource_tracker
+from typing import Any, Callable, List, Optional
 
 import torch.multiprocessing as mp
 from faster_fifo import Queue
+
+from nodes.buffers import Control, allocate
+from nodes.errors import Stopped, WorkerFailed
+from nodes.policy_worker import run_policy_worker
+from nodes.rollout_worker import run_rollout_worker
+from nodes.signals import StopSignals
+from nodes.weights import SharedWeights
+
+log = logging.getLogger("nodes")
 
 PR_SET_PDEATHSIG = 1
 JANITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "janitor.py")
@@ -89,3 +102,93 @@ def spawn(fn, who: str, pgid: int, cpu: Optional[int], reports, *args) -> mp.Pro
     p = ctx.Process(target=_entry, args=(fn, who, pgid, cpu, reports, args), name=who, daemon=True)
     p.start()
     return p
+
+
+class WorkerPool:
+    """The worker processes of one node and everything they share with it: the queues, the
+    trajectory buffers, the weights hand-off, the control block, the janitor.
+
+    `start(phase)` starts policy workers (not for "simulate") and rollout workers, pinned one per
+    core, and returns once each has reported ready; `poll()` takes the workers' reports (episodes
+    go to `on_episode`, an error report raises WorkerFailed); `check_alive()` raises WorkerFailed
+    when a worker died; `stop()` stops them all, in order, and the janitor last.
+    """
+
+    def __init__(self, cfg, rank: int, spec, model, signals: StopSignals,
+                 on_episode: Callable[[float, int], None]):
+        s = cfg.sampler
+        self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
+        self.control = Control.create(s.num_workers)
+        self.channels = Channels.create(s.num_workers)
+        self.buffers = allocate(spec, s, model.state_size)
+        self.weights = SharedWeights(model)
+        self.janitor: Optional[subprocess.Popen] = None
+        self.procs: List[mp.Process] = []
+        self.ready = 0  # workers that reported ready
+
+    def start(self, phase: str, timeout_s: float = 300.0) -> None:
+        """phase: "train" and "sample" start policy and rollout workers; "simulate" only rollout
+        workers, stepping with random actions."""
+        s, ch, cfg = self.cfg.sampler, self.channels, self.cfg
+        with self.signals.blocked():  # the children inherit the mask
+            resource_tracker.ensure_running()
+            with self.signals.blocked():  # starting the tracker unblocked them in this thread
+                self.janitor = start_janitor()
+                pgid = self.janitor.pid
+                if phase != "simulate":
+                    for i in range(s.num_policy_workers):
+                        self.procs.append(spawn(run_policy_worker, f"policy worker {i}", pgid, None, ch.reports,
+                                                cfg, self.rank, i, self.spec, self.buffers, ch, self.control,
+                                                self.weights))
+                    ch.free_slots.put_many(list(range(self.buffers.num_slots)))
+                cpus = sorted(os.sched_getaffinity(0))
+                for w in range(s.num_workers):
+                    cpu = cpus[(s.pin_offset + w) % len(cpus)] if s.pin_workers else None
+                    self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
+                                            cfg, self.rank, w, self.buffers, ch, self.control, phase == "simulate"))
+        deadline = time.time() + timeout_s
+        while self.ready < len(self.procs):
+            if time.time() > deadline:
+                raise WorkerFailed(f"workers not ready after {timeout_s:.0f} s ({self.ready}/{len(self.procs)})")
+            self.poll()
+            self.check_alive()
+            if self.signals.received is not None:
+                raise Stopped(self.signals.received)
+
+    def poll(self, timeout: float = 0.05) -> None:
+        """Take the workers' reports (waiting up to `timeout` for the first one; 0: no wait)."""
+        try:
+            msgs = self.channels.reports.get_many(block=timeout > 0, timeout=timeout)
+        except queue.Empty:
+            return
+        for m in msgs:
+            if m[0] == "episode":
+                self.on_episode(m[1], m[2])
+            elif m[0] == "ready":
+                self.ready += 1
+            elif m[0] == "error":
+                raise WorkerFailed(f"{m[1]} crashed:\n{m[2].rstrip()}")
+
+    def check_alive(self) -> None:
+        for p in self.procs:
+            if p.exitcode is not None and not self.control.stop[0]:
+                self.poll(timeout=0.0)  # prefer the worker's own traceback if it sent one
+                raise WorkerFailed(f"{p.name} exited unexpectedly (exit code {p.exitcode})")
+
+    @property
+    def worker_steps(self) -> int:
+        """Agent steps taken by all rollout workers so far."""
+        return int(self.control.worker_steps.sum())
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        self.control.stop[0] = 1
+        deadline = time.time() + timeout_s
+        for p in self.procs:
+            p.join(max(0.1, deadline - time.time()))
+        for p in self.procs:
+            if p.is_alive():
+                log.warning("%s did not stop in time; killing it", p.name)
+                p.kill()
+                p.join(5)
+        if self.janitor is not None:
+            stop_janitor(self.janitor)

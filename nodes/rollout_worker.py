@@ -9,14 +9,13 @@ finished slot numbers travel through the queues.
 """
 from __future__ import annotations
 
-import os
 import queue
-import shutil
 
 import numpy as np
 
+from nodes import seeds
 from nodes.buffers import env_groups
-from nodes.envs import env_spec, make_env
+from nodes.envs import env_spec, make_env, private_workdir
 
 
 class GroupStepper:
@@ -104,40 +103,39 @@ class GroupStepper:
         self.ch.requests.put((self.w, g))
 
 
-def run_rollout_worker(cfg, worker: int, buffers, channels, control, random_actions: bool = False) -> None:
-    # VizDoom writes _vizdoom/ and _vizdoom.ini into the working directory; a private one per
-    # worker avoids the start-up race between instances.
-    workdir = os.path.join(cfg.run_dir, ".workers", f"rollout{worker}_pid{os.getpid()}")  # unique across ranks
-    os.makedirs(workdir, exist_ok=True)
-    os.chdir(workdir)
-    k = cfg.sampler.envs_per_worker
+def run_rollout_worker(cfg, rank: int, worker: int, buffers, channels, control, random_actions: bool = False) -> None:
     envs = []
-    try:
-        for i in range(k):
-            envs.append(make_env(cfg.env, seed=cfg.seed * 1_000_003 + worker * k + i))
-        channels.reports.put(("ready", f"rollout{worker}"))
-        if random_actions:
-            _simulate(cfg, worker, envs, buffers, control)
-            return
-        stepper = GroupStepper(cfg, worker, buffers, channels, envs, control)
-        stepper.start()
-        while not stepper.stopping():
-            try:
-                groups = channels.actions[worker].get_many(timeout=0.1)
-            except queue.Empty:
-                continue
-            for g in groups:
-                stepper.step_group(g)
-    finally:
-        for env in envs:
-            env.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+    with private_workdir(cfg.run_dir, f"rollout{worker}"):
+        try:
+            for i in range(cfg.sampler.envs_per_worker):
+                envs.append(make_env(cfg.env, seed=seeds.derive(cfg.seed, seeds.ENV, rank, worker, i)))
+            channels.reports.put(("ready", f"rollout{worker}"))
+            if random_actions:
+                _simulate(cfg, seeds.derive(cfg.seed, seeds.SIMULATE, rank, worker), worker, envs, buffers, control)
+            else:
+                _sample(cfg, worker, envs, buffers, channels, control)
+        finally:
+            for env in envs:
+                env.close()
 
 
-def _simulate(cfg, worker: int, envs, buffers, control) -> None:
+def _sample(cfg, worker: int, envs, buffers, channels, control) -> None:
+    """Double-buffered sampling: step whichever group's actions have arrived."""
+    stepper = GroupStepper(cfg, worker, buffers, channels, envs, control)
+    stepper.start()
+    while not stepper.stopping():
+        try:
+            groups = channels.actions[worker].get_many(timeout=0.1)
+        except queue.Empty:
+            continue
+        for g in groups:
+            stepper.step_group(g)
+
+
+def _simulate(cfg, seed: int, worker: int, envs, buffers, control) -> None:
     """Pure simulation for the benchmark: random actions, same envs and obs writes, no policy."""
     spec = env_spec(cfg.env)
-    rng = np.random.default_rng(cfg.seed + worker)
+    rng = np.random.default_rng(seed)
     obs_buf, meas_buf = buffers.obs.numpy(), buffers.meas.numpy()
     steps = control.worker_steps.numpy()
     slots = [(worker * len(envs) + i) % buffers.num_slots for i in range(len(envs))]

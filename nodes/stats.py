@@ -1,20 +1,67 @@
-"""Run statistics of one node: frames, episodes, recent rewards, rates; TensorBoard output."""
+"""Run statistics of one node (`RunStats`), what each rank reports every iteration (`RankRow`),
+the per-rank accounting over a launch (`RankStats`), and TensorBoard output."""
 from __future__ import annotations
 
 import collections
+import math
 import time
-from typing import Dict, Optional
+from dataclasses import astuple, dataclass, fields
+from typing import Dict, List, Optional, Sequence
 
 
-# Per-rank row gathered every iteration (nodes.node.Node._share_stats), by index.
-SAMPLES, SYNC_S, STEP_S, LAG, EPISODES, REWARD, REWARD_N, STOP, PARTIAL, ELAPSED = range(10)
+@dataclass
+class RankRow:
+    """One rank's figures for one iteration, gathered from every rank by `peers.gather_stats`
+    (as a list of floats, the same length on every rank)."""
+
+    samples: float = 0.0  # samples it trained on in this iteration
+    sync_s: float = 0.0  # its seconds in the gradient all-reduce
+    episodes: float = 0.0  # episodes it has finished (rank 0: including those before a resume)
+    reward: float = math.nan  # mean of its recent episode rewards (nan: none yet)
+    reward_n: float = 0.0  # how many recent episodes that mean is over
+    stop: float = 0.0  # 1: it wants to stop after this iteration (the stop vote)
+    partial: float = 0.0  # batches it cut short so far (straggler handling)
+    elapsed: float = 0.0  # seconds since it started training
+
+    def to_floats(self) -> List[float]:
+        return [float(x) for x in astuple(self)]
+
+    @classmethod
+    def from_floats(cls, values: Sequence[float]) -> "RankRow":
+        if len(values) != len(fields(cls)):
+            raise ValueError(f"a rank row has {len(fields(cls))} values, got {len(values)}")
+        return cls(*values)
 
 
-def merged_reward(rank_rows) -> Optional[float]:
-    """Mean recent episode reward over all nodes, each node's mean weighted by its episode count."""
-    rows = [row for row in rank_rows if row[REWARD_N] > 0 and row[REWARD] == row[REWARD]]
-    n = sum(row[REWARD_N] for row in rows)
-    return sum(row[REWARD] * row[REWARD_N] for row in rows) / n if n else None
+def merged_reward(rows: Sequence[RankRow]) -> Optional[float]:
+    """Mean recent episode reward over all ranks, each rank's mean weighted by its episode count."""
+    rows = [r for r in rows if r.reward_n > 0 and not math.isnan(r.reward)]
+    n = sum(r.reward_n for r in rows)
+    return sum(r.reward * r.reward_n for r in rows) / n if n else None
+
+
+class RankStats:
+    """Per-rank accounting over this launch, from the rows gathered every iteration."""
+
+    def __init__(self):
+        self.rows: List[RankRow] = []  # the last iteration's rows, indexed by rank
+        self.samples: List[float] = []  # samples each rank contributed this launch
+        self.sync_s: List[float] = []  # seconds each rank spent in the gradient all-reduce
+
+    def add(self, rows: List[RankRow]) -> None:
+        if not self.samples:
+            self.samples, self.sync_s = [0.0] * len(rows), [0.0] * len(rows)
+        self.rows = rows
+        self.samples = [a + r.samples for a, r in zip(self.samples, rows)]
+        self.sync_s = [a + r.sync_s for a, r in zip(self.sync_s, rows)]
+
+    @property
+    def stop_voted(self) -> bool:
+        return any(r.stop for r in self.rows)
+
+    def sync_shares(self) -> List[float]:
+        """Each rank's all-reduce time over its own training time (ranks start their clocks apart)."""
+        return [round(s / max(r.elapsed, 1e-9), 4) for s, r in zip(self.sync_s, self.rows)]
 
 
 class RunStats:
@@ -53,7 +100,13 @@ class RunStats:
     def mean_reward(self) -> Optional[float]:
         return sum(self.rewards) / len(self.rewards) if self.rewards else None
 
-    def status_line(self, rank_rows=None) -> str:
+    def row(self, **figures: float) -> RankRow:
+        """This node's row: its episodes and recent rewards, plus the iteration's figures."""
+        r = self.mean_reward()
+        return RankRow(episodes=float(self.episodes), reward=math.nan if r is None else r,
+                       reward_n=float(len(self.rewards)), elapsed=self.seconds, **figures)
+
+    def status_line(self, rank_rows: Sequence[RankRow] = ()) -> str:
         r = merged_reward(rank_rows) if rank_rows else self.mean_reward()
         reward = f"{r:.1f} ({len(self.rewards)} ep)" if r is not None else "n/a (no episode yet)"
         lag = self.last_train.get("policy_lag_mean")
@@ -61,8 +114,8 @@ class RunStats:
         line = (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
                 f"reward {reward} | policy lag {lag_s} | version {int(self.last_train.get('version', 0))}")
         if rank_rows and len(rank_rows) > 1:
-            total = max(sum(x[SAMPLES] for x in rank_rows), 1)
-            shares = "/".join(f"{row[SAMPLES] / total:.2f}" for row in rank_rows)
+            total = max(sum(x.samples for x in rank_rows), 1)
+            shares = "/".join(f"{row.samples / total:.2f}" for row in rank_rows)
             line += f" | nodes {len(rank_rows)} (sample shares {shares}) | sync {self.last_train.get('sync_s', 0):.3f}s"
         return line
 
@@ -74,15 +127,14 @@ class TensorBoard:
         from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(log_dir=log_dir)
 
-    def write(self, stats: RunStats, train: Dict[str, float], rank_rows=None) -> None:
+    def write(self, stats: RunStats, train: Dict[str, float], rank_rows: Sequence[RankRow] = ()) -> None:
         step = stats.env_frames
         w = self.writer
         w.add_scalar("perf/fps", stats.fps(), step)
         w.add_scalar("perf/sync_s", train.get("sync_s", 0.0), step)
-        for rank, row in enumerate(rank_rows or []):
-            if len(rank_rows) > 1:
-                w.add_scalar(f"nodes/samples_rank{rank}", row[SAMPLES], step)
-                w.add_scalar(f"nodes/sync_s_rank{rank}", row[SYNC_S], step)
+        for rank, row in enumerate(rank_rows if len(rank_rows) > 1 else ()):
+            w.add_scalar(f"nodes/samples_rank{rank}", row.samples, step)
+            w.add_scalar(f"nodes/sync_s_rank{rank}", row.sync_s, step)
         for k in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "ratio_dev",
                   "policy_lag_mean", "policy_lag_max", "step_s"):
             if k in train:

@@ -1,5 +1,6 @@
-"""Everything that crosses machines (process groups, gradient all-reduce, ...).
+"""Everything that crosses machines: which world this process is in (sync.world) and DistPeers
+(sync.peers), the multi-node implementation of nodes.peers.Peers over torch.distributed.
 
-The only package that imports torch.distributed. Empty until multi-node training lands: with one
-node the learner's sync hook is the identity (nodes.learner.identity_sync).
+The only package that imports torch.distributed. With one node nothing here is used: the node
+runs with nodes.peers.Solo and creates no process group.
 """

@@ -36,8 +36,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from nodes.errors import one_line
 from nodes.models import param_checksum
-from nodes.peers import Solo
+from nodes.peers import Peers
 from sync.world import World
 
 HEARTBEAT_S = 1.0
@@ -53,7 +54,7 @@ class Diverged(RuntimeError):
     """Parameters differ between ranks."""
 
 
-class DistPeers(Solo):
+class DistPeers(Peers):
     def __init__(self, world: World, sync_cfg, device: str = "cpu"):
         self.world, self.cfg = world, sync_cfg
         self.rank, self.world_size = world.rank, world.size
@@ -151,8 +152,7 @@ class DistPeers(Solo):
                 raise
             lost = self.lost_ranks()
             who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer failed"
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise PeerLost(f"rank {self.rank}: {who} during {what} ({first[:200]})") from None
+            raise PeerLost(f"rank {self.rank}: {who} during {what} ({one_line(exc)[:200]})") from None
 
     # ------------------------------------------------------------------ the interface
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:

@@ -1,4 +1,7 @@
 """Tiny gymnasium envs for tests, made by `gym.make("tests.envs:<Id>")` in any process."""
+import os
+import time
+
 import gymnasium as gym
 import numpy as np
 
@@ -42,3 +45,32 @@ class CrashAfter(SignBandit):
 
 
 gym.register("CrashAfter-v0", entry_point=CrashAfter)
+
+
+class SlowBandit(SignBandit):
+    """SignBandit whose steps take 2 ms longer: a run that is still training when a test
+    signals it (the Slurm preemption test)."""
+
+    delay_s = 0.002
+
+    def step(self, action):
+        time.sleep(self.delay_s)
+        return super().step(action)
+
+
+gym.register("SlowBandit-v0", entry_point=SlowBandit)
+
+
+class SlowOnRank1Bandit(SignBandit):
+    """SignBandit whose steps take 0.2 ms longer on rank 1 only (RANK, as launch.local sets it):
+    rank 1 is a straggler at about half the speed of rank 0 (the straggler test)."""
+
+    delay_s = 0.0002
+
+    def step(self, action):
+        if os.environ.get("RANK") == "1":
+            time.sleep(self.delay_s)
+        return super().step(action)
+
+
+gym.register("SlowOnRank1Bandit-v0", entry_point=SlowOnRank1Bandit)

@@ -3,15 +3,14 @@ single-process step on the union of both processes' batches (sample-weighted), t
 Real torch.distributed process groups on 127.0.0.1; the real model, learner and DistPeers.
 """
 import os
-import socket
 
 import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
 
+from helpers import compose, free_port
 from nodes.buffers import SlotBatch
-from nodes.config import Config
 from nodes.envs import EnvSpec
 from nodes.learner import Learner
 from nodes.models import ActorCritic
@@ -20,12 +19,10 @@ SPEC = EnvSpec((4,), np.float32, (3, 2))  # two action heads: the joint log-prob
 
 
 def make_cfg():
-    cfg = Config()
-    cfg.model.fc_size, cfg.model.hidden_size = 16, 8
     # Advantage normalisation is per node (as in DD-PPO); off, the union step is exactly the mean.
-    cfg.algo.normalize_advantages = False
-    cfg.algo.max_grad_norm = 0.5  # clipping applies to the reduced gradient: part of what is checked
-    return cfg
+    # Clipping applies to the reduced gradient: part of what is checked.
+    return compose("env=gym", "model.fc_size=16", "model.hidden_size=8",
+                   "algo.normalize_advantages=false", "algo.max_grad_norm=0.5")
 
 
 def make_batch(seed, n_traj, T=5):
@@ -59,12 +56,6 @@ def _rank(rank, port, sizes, out_dir):
     torch.save({"params": [p.detach() for p in model.parameters()], "samples": stats["global_samples"]},
                os.path.join(out_dir, f"rank{rank}.pt"))
     peers.close()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("sizes", [(4, 4), (6, 2)], ids=["equal", "straggler-weighted"])

@@ -4,21 +4,17 @@ import os
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from conftest import ROOT, run_module, summary, train
+from helpers import ROOT, group_conf, run_module, summary, train
 
 pytest.importorskip("ale_py")
 
-from nodes.config import EnvConfig  # noqa: E402
 from nodes.envs import check_env_config, env_spec, make_env  # noqa: E402
 
 
 def conf(name, **overrides):
-    """The EnvConfig that `env=<name>` selects (the yaml merged over the schema)."""
-    merged = OmegaConf.merge(OmegaConf.structured(EnvConfig),
-                             OmegaConf.load(os.path.join(ROOT, "conf", "env", f"{name}.yaml")), overrides)
-    return OmegaConf.to_object(merged)
+    """The EnvConfig that `env=<name>` selects (composed from conf/), with fields replaced."""
+    return group_conf("env", name, **overrides)
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 """launch.bench prints the three phases and one JSON line whose ratios match its figures."""
 import json
 
-from conftest import FAST_GYM, run_module
+from helpers import FAST_GYM, run_module
 
 
 def test_bench_prints_three_phases_and_json(tmp_path):

@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import run_module
+from helpers import run_module
 
 CASES = [
     (["env=doom_nosuch"], "unknown env 'doom_nosuch' (available:"),

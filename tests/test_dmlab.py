@@ -12,19 +12,15 @@ import sys
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from conftest import ROOT, run_module, summary, train
-from nodes.config import EnvConfig
+from helpers import ROOT, group_conf, run_module, summary, train
 
 STANDIN = os.path.join(ROOT, "tests", "dmlab_standin")
 CONFIGS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "env", "dmlab_*.yaml")))
 
 
 def load(name, **overrides):
-    cfg = OmegaConf.merge(OmegaConf.structured(EnvConfig), OmegaConf.load(os.path.join(ROOT, "conf", "env", f"{name}.yaml")),
-                          overrides)
-    return OmegaConf.to_object(cfg)
+    return group_conf("env", name, **overrides)
 
 
 @pytest.fixture
@@ -140,7 +136,7 @@ def test_level_cache_written_once_and_reused(lab, tmp_path):
 
 def test_default_level_cache_dir():
     from nodes.envs import dmlab
-    assert dmlab.cache_dir(EnvConfig(family="dmlab", id="x")) == os.path.expanduser("~/.cache/distrl/dmlab")
+    assert dmlab.cache_dir(load("dmlab", id="x")) == os.path.expanduser("~/.cache/distrl/dmlab")
 
 
 def test_missing_engine_is_one_line(tmp_path, monkeypatch):
@@ -169,7 +165,7 @@ def test_trains_through_the_real_trainer(tmp_path, monkeypatch):
 
 
 def test_level_names(lab, tmp_path):
-    from nodes.config import ConfigError
+    from nodes.errors import ConfigError
     from nodes.envs import check_env_config
     for level, message in (("", "env=dmlab needs env.id"), ("../../etc/passwd", "must be a level name")):
         with pytest.raises(ConfigError, match=message) as err:

@@ -6,10 +6,9 @@ import os
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from conftest import ROOT
-from nodes.config import ConfigError, EnvConfig
+from helpers import ROOT, group_conf
+from nodes.errors import ConfigError
 from nodes.envs import check_env_config, env_spec, make_env
 from nodes.envs.doom import action_heads
 
@@ -17,8 +16,7 @@ SCENARIOS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT
 
 
 def load(name, **over):
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EnvConfig),
-                                               OmegaConf.load(os.path.join(ROOT, "conf", "env", f"{name}.yaml")), over))
+    return group_conf("env", name, **over)
 
 
 def random_action(spec, rng):

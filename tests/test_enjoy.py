@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import run_module, summary, train
+from helpers import run_module, summary, train
 
 EPISODES = 30
 

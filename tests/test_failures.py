@@ -1,7 +1,7 @@
 """A crashing worker ends the run with its traceback, exit code 1, a summary and no leftovers."""
 import os
 
-from conftest import summary, train
+from helpers import summary, train
 from nodes import checkpoint as ckpt
 
 SMALL = ["env=gym", "env.id=tests.envs:CrashAfter-v0", "model.fc_size=16", "model.hidden_size=16",

@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from conftest import FAST_GYM, read_until, start_train, summary, train
+from helpers import FAST_GYM, read_until, start_train, summary, train
 from nodes import checkpoint as ckpt
 
 

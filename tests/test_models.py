@@ -7,10 +7,8 @@ import os
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
-from conftest import ROOT
-from nodes.config import ModelConfig
+from helpers import ROOT, group_conf
 from nodes.envs import EnvSpec
 from nodes.models import ActionHeads, ActorCritic
 
@@ -22,8 +20,7 @@ VECTOR = EnvSpec((4,), np.float32, (2,))
 
 
 def model_cfg(name, **over):
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ModelConfig),
-                                               OmegaConf.load(os.path.join(ROOT, "conf", "model", f"{name}.yaml")), over))
+    return group_conf("model", name, **over)
 
 
 def inputs(spec, b, t=None):
@@ -58,7 +55,7 @@ def test_unroll_equals_step_by_step(core):
     """The learner's BPTT sees exactly the behaviour policy's outputs (recurrent state reset at dones)."""
     torch.manual_seed(1)
     spec = EnvSpec((6,), np.float32, (3, 2), meas_size=0)
-    model = ActorCritic(spec, ModelConfig(encoder="mlp", fc_size=16, core=core, hidden_size=8))
+    model = ActorCritic(spec, model_cfg("mlp", fc_size=16, core=core, hidden_size=8))
     b, t = 4, 7
     obs, meas = inputs(spec, b, t + 1)
     dones = torch.rand(b, t) < 0.3

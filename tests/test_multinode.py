@@ -8,9 +8,9 @@ import time
 
 import torch
 
-from conftest import ROOT, read_until, start_train, summary, train
+from helpers import ROOT, compose, free_port, read_until, start_train, summary, train
 from nodes import checkpoint as ckpt
-from nodes.config import Config
+from nodes import seeds
 from nodes.envs import env_spec
 from nodes.models import ActorCritic, param_checksum
 
@@ -21,10 +21,8 @@ TWO_GYM = ["nodes=2", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "mode
 
 def initial_checksum():
     """Checksum of the parameters Node builds for TWO_GYM before any step."""
-    cfg = Config()
-    cfg.env.family, cfg.env.id, cfg.env.frameskip = "gym", "CartPole-v1", 1
-    cfg.model.fc_size = cfg.model.hidden_size = 32
-    torch.manual_seed(cfg.seed)  # what Node does before building the model
+    cfg = compose(*TWO_GYM)
+    torch.manual_seed(seeds.derive(cfg.seed, seeds.MODEL_INIT))  # what Node does before building the model
     return param_checksum(ActorCritic(env_spec(cfg.env), cfg.model))
 
 
@@ -73,9 +71,9 @@ def test_killed_node_makes_the_other_exit_naming_it_and_relaunch_resumes(run_dir
 
 def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
     # rank 1 steps its envs with an artificial delay; SignBandit shows whether learning still works
-    slow = ["nodes=2", "env=gym", "env.id=tests.envs:SignBandit-v0", "model.fc_size=32", "model.hidden_size=32",
+    slow = ["nodes=2", "env=gym", "env.id=tests.envs:SlowOnRank1Bandit-v0", "model.fc_size=32", "model.hidden_size=32",
             "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=1024",
-            "algo.lr=0.001", "env.step_delay_s=0.0002", "env.slow_rank=1", "train.max_env_frames=100000"]
+            "algo.lr=0.001", "train.max_env_frames=100000"]
     shares = {}
     for straggler in ("true", "false"):
         run = str(tmp_path / f"straggler_{straggler}")
@@ -99,7 +97,6 @@ def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
 
 
 def test_torchrun_starts_a_two_rank_world(run_dir):
-    from launch.local import free_port
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", f"--master-port={free_port()}",
          "-m", "launch.train", f"hydra.run.dir={run_dir}", *TWO_GYM[1:], "train.max_env_frames=2048"],

@@ -4,7 +4,7 @@ import re
 import shutil
 import subprocess
 
-from conftest import ROOT
+from helpers import ROOT
 
 
 def test_dockerfile_lints_clean_with_hadolint():

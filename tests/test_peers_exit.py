@@ -14,25 +14,24 @@ left running would be inside a store call. Before the fix rank 1 aborted in 6 ru
 """
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT, free_port
 
 RANK = """
 import os, signal, sys, time
 import sync.peers
 sync.peers.HEARTBEAT_S = 0.0  # the heartbeat thread is (almost) always inside a store call
 import torch
-from nodes.config import Config
+from tests.helpers import compose
 from sync.peers import DistPeers
 from sync.world import World
 rank, port = int(sys.argv[1]), int(sys.argv[2])
-peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), Config().sync)
+peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose().sync)
 peers.all_sum(torch.ones(3))  # one collective, as every training iteration has
 if rank == 1:
     time.sleep(1.0)  # rank 1 is the later one to leave
@@ -42,12 +41,6 @@ print(f"closed {rank} {t0:.3f} {time.time():.3f}", flush=True)
 if rank == 0:
     os.kill(os.getpid(), signal.SIGSTOP)  # a store host that no longer answers, then dies
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def spawn(rank, port):

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from helpers import compose
 from nodes.buffers import Control, allocate, env_groups
-from nodes.config import Config
 from nodes.envs import EnvSpec
 from nodes.rollout_worker import GroupStepper
 
@@ -48,11 +48,10 @@ class ListQueue:
 
 
 def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2):
-    cfg = Config()
-    cfg.sampler.num_workers, cfg.sampler.envs_per_worker = 1, k
-    cfg.sampler.double_buffered, cfg.sampler.rollout, cfg.sampler.batch_size = double_buffered, rollout, rollout
-    cfg.env.reward_scale = 0.5
-    cfg.sampler.num_slots = 4 * k  # enough that no test waits for the learner to return slots
+    # num_slots: enough that no test waits for the learner to return slots
+    cfg = compose("env=gym", "sampler.num_workers=1", f"sampler.envs_per_worker={k}",
+                  f"sampler.double_buffered={double_buffered}", f"sampler.rollout={rollout}",
+                  f"sampler.batch_size={rollout}", "env.reward_scale=0.5", f"sampler.num_slots={4 * k}")
     spec = EnvSpec((3,), np.float32, (2,))
     buffers = allocate(spec, cfg.sampler, hidden)
     ch = SimpleNamespace(requests=ListQueue(), trajectories=ListQueue(), free_slots=ListQueue(), reports=ListQueue())
@@ -63,8 +62,7 @@ def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2):
 
 
 def test_env_groups_split_in_two_or_one():
-    cfg = Config()
-    cfg.sampler.num_workers, cfg.sampler.envs_per_worker = 2, 4
+    cfg = compose("sampler.num_workers=2", "sampler.envs_per_worker=4")
     assert env_groups(cfg.sampler) == [[[0, 1], [2, 3]], [[4, 5], [6, 7]]]
     cfg.sampler.double_buffered = False
     assert env_groups(cfg.sampler) == [[[0, 1, 2, 3]], [[4, 5, 6, 7]]]

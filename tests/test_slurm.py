@@ -12,7 +12,7 @@ import warnings
 
 import pytest
 
-from conftest import ROOT
+from helpers import ROOT
 from slurm_cluster import LocalSlurm, unavailable
 
 TINY = ["env=gym", "env.id=tests.envs:SignBandit-v0", "model.fc_size=32", "model.hidden_size=32",
@@ -154,7 +154,7 @@ def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
     log = os.path.join(run_dir, "train.log")
     # a slow env step so that the job is still training when the signals come
     proc = subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *TINY, *SLURM,
-                             "launcher.wait=true", f"train.max_env_frames={target}", "env.step_delay_s=0.002"],
+                             "launcher.wait=true", f"train.max_env_frames={target}", "env.id=tests.envs:SlowBandit-v0"],
                             cwd=ROOT, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
     def wait_for(what, ok, timeout=90):

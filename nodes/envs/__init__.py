@@ -20,8 +20,13 @@ Every wrapper has the same small interface, used by the rollout workers and laun
 """
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any, Iterator, Tuple
+
+from nodes.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,6 @@ def _module(family: str):
     if family == "atari":
         from nodes.envs import atari
         return atari
-    from nodes.config import ConfigError
     raise ConfigError(f"unknown env.family '{family}' (available: {', '.join(FAMILIES)})")
 
 
@@ -74,3 +78,20 @@ def env_spec(env_cfg) -> EnvSpec:
 
 def make_env(env_cfg, seed: int):
     return _module(env_cfg.family).make(env_cfg, seed)
+
+
+@contextlib.contextmanager
+def private_workdir(run_dir: str, name: str) -> Iterator[str]:
+    """Run the block in a working directory of its own under run_dir/.workers/, removed after.
+
+    VizDoom writes _vizdoom/ and _vizdoom.ini into the working directory, and instances starting
+    at once in one directory race; the pid keeps the directories of several ranks apart."""
+    path = os.path.join(run_dir, ".workers", f"{name}_pid{os.getpid()}")
+    os.makedirs(path, exist_ok=True)
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield path
+    finally:
+        os.chdir(previous)
+        shutil.rmtree(path, ignore_errors=True)

@@ -20,6 +20,7 @@ import functools
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec
+from nodes.errors import ConfigError, one_line
 
 # shared, never mutated: one of these (or NO_INFO) is every step's info
 _CLIP = {1.0: {"train_reward": 1.0}, -1.0: {"train_reward": -1.0}, 0.0: NO_INFO}
@@ -27,16 +28,11 @@ _LIFE = {1.0: {"train_reward": 1.0, "episode_end": False}, -1.0: {"train_reward"
          0.0: {"episode_end": False}}
 
 
-def _error(msg: str):
-    from nodes.config import ConfigError
-    return ConfigError(msg)
-
-
 def _gym():
     try:
         import ale_py
     except ImportError as exc:  # pragma: no cover - depends on the machine
-        raise _error(f"Atari needs ale-py: pip install ale-py ({exc})") from None
+        raise ConfigError(f"Atari needs ale-py: pip install ale-py ({exc})") from None
     import gymnasium as gym
     gym.register_envs(ale_py)
     return gym
@@ -62,19 +58,19 @@ def _screen_and_actions(env_id: str):
 
 def check(env_cfg) -> None:
     if not env_cfg.id:
-        raise _error("env=atari needs env.id, e.g. env.id=ALE/Breakout-v5")
+        raise ConfigError("env=atari needs env.id, e.g. env.id=ALE/Breakout-v5")
     gym = _gym()
     entry = gym.registry.get(env_cfg.id)
     if entry is None or not str(entry.entry_point).startswith("ale_py"):
-        raise _error(f"unknown Atari env id '{env_cfg.id}' (an ale-py id such as ALE/Breakout-v5)")
+        raise ConfigError(f"unknown Atari env id '{env_cfg.id}' (an ale-py id such as ALE/Breakout-v5)")
     if not env_cfg.grayscale:
-        raise _error("Atari envs support env.grayscale=true only")
+        raise ConfigError("Atari envs support env.grayscale=true only")
     try:
         h, w, _ = _screen_and_actions(env_cfg.id)
     except Exception as exc:  # noqa: BLE001 - a missing ROM or a bad id raises several types
-        raise _error(f"cannot start Atari env '{env_cfg.id}': {str(exc).strip().splitlines()[0]}") from None
+        raise ConfigError(f"cannot start Atari env '{env_cfg.id}': {one_line(exc)}") from None
     if not (16 <= env_cfg.height <= h and 16 <= env_cfg.width <= w):
-        raise _error(f"env.width x env.height must be between 16x16 and {w}x{h}, got {env_cfg.width}x{env_cfg.height}")
+        raise ConfigError(f"env.width x env.height must be between 16x16 and {w}x{h}, got {env_cfg.width}x{env_cfg.height}")
 
 
 def spec(env_cfg) -> EnvSpec:

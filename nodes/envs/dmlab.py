@@ -21,6 +21,7 @@ import shutil
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec
+from nodes.errors import ConfigError, one_line
 
 # The IMPALA action set (Espeholt et al. 2018), DEFAULT_ACTION_SET in
 # github.com/deepmind/scalable_agent/blob/master/environments.py; Sample Factory's
@@ -51,9 +52,7 @@ def _deepmind_lab():
     try:
         import deepmind_lab
     except ImportError as exc:
-        from nodes.config import ConfigError
-        why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"DeepMind Lab engine not found ({why}): {ENGINE_HINT}") from None
+        raise ConfigError(f"DeepMind Lab engine not found ({one_line(exc)}): {ENGINE_HINT}") from None
     return deepmind_lab
 
 
@@ -102,7 +101,6 @@ class LevelCache:
 
 
 def check(env_cfg) -> None:
-    from nodes.config import ConfigError
     if not env_cfg.id:
         raise ConfigError("env=dmlab needs env.id (a level name), e.g. env.id=seekavoid_arena_01 or "
                           "env.id=contributed/dmlab30/rooms_collect_good_objects_train")
@@ -130,7 +128,6 @@ class DMLabEnv:
         lab = _deepmind_lab()
         self.spec = spec(env_cfg)
         self.frameskip = int(env_cfg.frameskip)
-        self.delay = env_cfg.step_delay_s
         self.level_cache = LevelCache(cache_dir(env_cfg))
         self.lab = lab.Lab(env_cfg.id, [OBSERVATION], config=lab_config(env_cfg), renderer="software",
                            level_cache=self.level_cache)
@@ -153,9 +150,6 @@ class DMLabEnv:
 
     def step(self, action):
         reward = float(self.lab.step(self.actions[int(action)], num_steps=self.frameskip))
-        if self.delay:
-            import time
-            time.sleep(self.delay)
         if not self.lab.is_running():
             return None, reward, True, NO_INFO
         return self._obs(), reward, False, NO_INFO

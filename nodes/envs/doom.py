@@ -25,6 +25,7 @@ import os
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec
+from nodes.errors import ConfigError
 
 RENDER_W, RENDER_H = 160, 120
 TURN_DELTAS = np.linspace(-10.0, 10.0, 11)  # degrees per tic for TURN_LEFT_RIGHT_DELTA
@@ -36,7 +37,6 @@ def _vizdoom():
     try:
         import vizdoom
     except ImportError as exc:  # pragma: no cover - depends on the machine
-        from nodes.config import ConfigError
         raise ConfigError(f"VizDoom engine missing: pip install vizdoom ({exc})") from None
     return vizdoom
 
@@ -47,7 +47,6 @@ def scenario_path(env_cfg) -> str:
 
 
 def check(env_cfg) -> None:
-    from nodes.config import ConfigError
     if not env_cfg.id.endswith(".cfg"):
         raise ConfigError(f"env.id for a VizDoom env must name a scenario .cfg, got '{env_cfg.id}'")
     if not os.path.isfile(scenario_path(env_cfg)):

@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import importlib
-import time
-
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec
+from nodes.errors import ConfigError
 
 
 def check(env_cfg) -> None:
-    from nodes.config import ConfigError
     import gymnasium as gym
     if not env_cfg.id:
         raise ConfigError("env=gym needs env.id, e.g. env.id=CartPole-v1")
@@ -32,7 +30,6 @@ def spec(env_cfg) -> EnvSpec:
     env = gym.make(env_cfg.id)
     try:
         if not isinstance(env.action_space, gym.spaces.Discrete):
-            from nodes.config import ConfigError
             raise ConfigError(f"env=gym supports Discrete action spaces, '{env_cfg.id}' has {env.action_space}")
         return EnvSpec(tuple(env.observation_space.shape), np.float32, (int(env.action_space.n),))
     finally:
@@ -44,7 +41,6 @@ class GymEnv:
         import gymnasium as gym
         self.env = gym.make(env_cfg.id)
         self.spec = spec(env_cfg)
-        self.delay = env_cfg.step_delay_s
         self.frameskip = env_cfg.frameskip
         self._seed = seed
 
@@ -60,8 +56,6 @@ class GymEnv:
             total += float(reward)
             if terminated or truncated:
                 break
-        if self.delay:
-            time.sleep(self.delay)
         done = terminated or truncated
         return (None if done else obs), total, done, NO_INFO
 

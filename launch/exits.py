@@ -1,0 +1,74 @@
+"""How a node's end becomes what the user sees and the process exit code: in one place.
+
+    0                 finished
+    2                 refused: a bad config value, or a checkpoint that does not fit (`error: ...`)
+    128 + signal      stopped by a signal after a final checkpoint (130: Ctrl-C)
+    1                 failed: a worker crashed (its traceback is shown), a peer was lost or
+                      diverged (one line naming it), or an unexpected error (one line on the
+                      console, the full traceback in the rank's log file)
+"""
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Optional, Sequence
+
+from launch.logs import traceback_to_file
+from nodes.errors import CheckpointError, ConfigError, Stopped, WorkerFailed, one_line
+from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
+
+log = logging.getLogger("launch")
+
+
+def report(exc: BaseException) -> int:
+    """Tell the user how the run ended (at most one line, besides a crashed worker's own
+    traceback); returns the exit code."""
+    from sync.peers import Diverged, PeerLost
+
+    if isinstance(exc, Stopped):
+        return 128 + exc.signum  # the node logged the signal and its final checkpoint
+    if isinstance(exc, KeyboardInterrupt):
+        return 130
+    if isinstance(exc, (ConfigError, CheckpointError)):
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    if isinstance(exc, WorkerFailed):
+        log.error("%s", exc)  # the worker's own traceback is the message
+    elif isinstance(exc, (PeerLost, Diverged)):
+        log.error("%s", one_line(exc))
+    else:
+        log.error("%s: %s (traceback in the log file)", type(exc).__name__, one_line(exc))
+        traceback_to_file(exc, f"unexpected {type(exc).__name__}")
+    return 1
+
+
+def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS) -> int:
+    """Train one node (one rank with `peers`, which it leaves at the end); the exit code."""
+    from nodes.node import Node
+
+    clean = False  # every rank left after the same iteration (then rank 0 waits for the others)
+    try:
+        Node(cfg, peers, stop_signals=stop_signals).run()
+        clean = True
+        return 0
+    except Stopped as exc:
+        clean = True
+        return report(exc)
+    except (Exception, KeyboardInterrupt) as exc:
+        return report(exc)
+    finally:
+        if peers is not None:
+            peers.close(clean)
+
+
+def objective(run_dir: str) -> Optional[float]:
+    """The run's mean episode reward from its summary.json: what a sweeper plugin optimises."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            value = json.load(f).get("mean_episode_reward")
+    except (OSError, ValueError):
+        return None
+    return float(value) if value is not None else None

@@ -1,0 +1,44 @@
+"""Logging of a run: the console, and the rank's log file in the run directory.
+
+Rank 0 logs to run_dir/train.log, rank r to train_rank<r>.log. The full traceback of an
+unexpected error goes to that file only (nodes.errors.TRACEBACKS); the console gets one line.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from nodes.errors import TRACEBACKS
+
+FORMAT = "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"
+
+
+def rank_logging(run_dir: str, rank: int, under_hydra: bool = False) -> None:
+    """Console and log file of one rank. Under Hydra (launch.train) Hydra's console handler
+    stays and only its file handler, which every rank would share, is replaced; otherwise
+    (launch.node, a Slurm task) the console line names the rank."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if not under_hydra or isinstance(h, logging.FileHandler):
+            root.removeHandler(h)
+    if not under_hydra:
+        console = logging.StreamHandler(sys.stdout)
+        console.setFormatter(logging.Formatter(f"[rank {rank}]{FORMAT}"))
+        root.addHandler(console)
+    fh = logging.FileHandler(os.path.join(run_dir, "train.log" if rank == 0 else f"train_rank{rank}.log"))
+    fh.setFormatter(logging.Formatter(FORMAT))
+    root.addHandler(fh)
+    root.setLevel(logging.INFO)
+    for h in list(TRACEBACKS.handlers):
+        if isinstance(h, logging.FileHandler):
+            TRACEBACKS.removeHandler(h)
+    TRACEBACKS.addHandler(fh)
+
+
+def traceback_to_file(exc: BaseException, what: str) -> None:
+    """The full traceback into the rank's log file; onto the console where there is no file."""
+    if any(isinstance(h, logging.FileHandler) for h in TRACEBACKS.handlers):
+        TRACEBACKS.error("%s", what, exc_info=(type(exc), exc, exc.__traceback__))
+    else:
+        logging.getLogger("launch").error("%s", what, exc_info=(type(exc), exc, exc.__traceback__))

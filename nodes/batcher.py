@@ -1,0 +1,91 @@
+"""Batcher: a background thread that turns finished trajectory slots into learner batches.
+
+It collects finished slot numbers from the trajectory queue and copies a full batch out of shared
+memory ahead of time, so rollout workers get the slots back at once and the copy overlaps the
+learner's previous step. It can also hand over a partial batch on request: that is how a node that
+is behind its peers contributes the samples it has instead of stalling them (nodes.node).
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, List, Optional, Tuple
+
+from nodes.buffers import SlotBatch
+
+
+class Batcher(threading.Thread):
+    def __init__(self, buffers, channels, per_batch: int, stop: threading.Event):
+        super().__init__(name="batcher", daemon=True)
+        self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
+        self.cond = threading.Condition()
+        self.pending: List[int] = []  # finished slots not yet in a batch
+        self.ready: Optional[SlotBatch] = None  # a full batch copied out ahead of time
+        self.error: Optional[BaseException] = None
+
+    def _cut(self, n: int) -> SlotBatch:
+        slots, self.pending = self.pending[:n], self.pending[n:]
+        batch = SlotBatch.copy_slots(self.buffers, slots)
+        self.ch.free_slots.put_many(slots)
+        return batch
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                try:
+                    got = self.ch.trajectories.get_many(timeout=0.05)
+                except queue.Empty:
+                    got = []
+                with self.cond:
+                    self.pending += got
+                    if self.ready is None and len(self.pending) >= self.per_batch:
+                        self.ready = self._cut(self.per_batch)
+                        self.cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the main loop
+            self.error = exc
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"batcher failed: {self.error!r}") from self.error
+
+    def get_full(self, timeout: float) -> Optional[SlotBatch]:
+        self._check()
+        with self.cond:
+            if self.ready is None:
+                self.cond.wait(timeout)
+            batch, self.ready = self.ready, None
+        return batch
+
+    def take_partial(self, min_slots: int) -> Optional[SlotBatch]:
+        """A full batch if there is one, else every pending slot if there are at least min_slots."""
+        self._check()
+        with self.cond:
+            if self.ready is not None:
+                batch, self.ready = self.ready, None
+                return batch
+            if len(self.pending) >= max(min_slots, 1):
+                return self._cut(min(len(self.pending), self.per_batch))
+        return None
+
+
+def wait_for_batch(batcher: Batcher, peers, version: int, straggler: bool, min_slots: int,
+                   idle: Callable[[], None]) -> Tuple[SlotBatch, bool]:
+    """The learner's next batch, and whether it was cut short.
+
+    A full local batch, after which this rank tells its peers it is ready for `version`; or, with
+    straggler handling on and once enough peers are ready (`peers.others_ready`), the at least
+    `min_slots` trajectories this rank has (the all-reduce weights them by their sample count).
+    `idle()` runs between polls (the node takes its workers' reports and checks they live).
+    """
+    # with peers, poll often: a late look at their readiness is time they spend waiting
+    poll_s = 0.002 if peers.world_size > 1 else 0.05
+    while True:
+        batch = batcher.get_full(timeout=poll_s)
+        if batch is not None:
+            peers.mark_ready(version)
+            return batch, False
+        if straggler and peers.others_ready(version):
+            batch = batcher.take_partial(min_slots)
+            if batch is not None:
+                return batch, len(batch.rewards) < batcher.per_batch
+        idle()

@@ -1,0 +1,22 @@
+"""Every random stream of a run is derived here from the run's `seed`, through numpy's SeedSequence.
+
+A stream is named by a spawn key: its kind (one of the constants below) and its place (rank,
+worker, env, ...). Streams with different keys are independent by SeedSequence's construction, so
+no two streams of a run can collide, whatever the rank, worker and env counts (offsets such as
+`seed + 100_003 * rank` collide as soon as the counts grow past the offset). The same key gives
+the same seed in every process, so a run is reproducible for its `seed`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+MODEL_INIT = 0  # (): the initial parameters (identical on every rank; rank 0's are broadcast anyway)
+ENV = 1  # (rank, worker, env index in the worker): an env's engine and its own random stream
+POLICY_SAMPLING = 2  # (rank, policy worker): action sampling in a policy worker
+SIMULATE = 3  # (rank, worker): the benchmark's random actions
+
+
+def derive(seed: int, stream: int, *place: int) -> int:
+    """A non-negative 31-bit seed (what every engine accepts) for one stream of the run."""
+    state = np.random.SeedSequence(int(seed), spawn_key=(stream, *place)).generate_state(1)[0]
+    return int(state) >> 1

@@ -1,0 +1,52 @@
+"""Stop signals: a signal asks the node to stop after the current step; it never interrupts one.
+
+`StopSignals` installs the handlers for the lifetime of a `with` block (main thread only) and
+restores the previous ones after it. The first signal is recorded (`received`); a second SIGINT
+(Ctrl-C twice) stops waiting for a clean shutdown. `blocked()` blocks the signals in this thread
+while worker processes start, so they inherit the mask: Slurm signals every process of a job
+step, and only the node's main process decides to stop.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+from typing import Dict, Iterator, Optional, Sequence
+
+log = logging.getLogger("nodes")
+
+DEFAULT = (signal.SIGINT, signal.SIGTERM)
+
+
+class StopSignals:
+    def __init__(self, signums: Sequence[int] = DEFAULT):
+        self.signums = tuple(dict.fromkeys(signums))
+        self.received: Optional[int] = None
+        self._previous: Dict[int, object] = {}
+
+    def __enter__(self) -> "StopSignals":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._on_signal) for s in self.signums}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def _on_signal(self, signum, frame) -> None:
+        if self.received is not None:  # a second Ctrl-C: stop waiting for a clean shutdown
+            raise KeyboardInterrupt
+        self.received = signum
+        log.warning("received %s: stopping after the current step", signal.Signals(signum).name)
+
+    @contextlib.contextmanager
+    def blocked(self) -> Iterator[None]:
+        """Block these signals in this thread (children started meanwhile inherit the mask);
+        a signal that came meanwhile is delivered when the block ends."""
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, self.signums)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
