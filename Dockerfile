@@ -24,7 +24,7 @@ COPY nodes ./nodes
 COPY sync ./sync
 COPY launch ./launch
 COPY conf ./conf
-RUN pip install -e ".[slurm,atari]"
+RUN pip install -e ".[atari]"
 
 # Run directories (Hydra's output dirs) live under /runs: mount a volume there to keep them.
 WORKDIR /runs

@@ -16,7 +16,6 @@ import os
 import statistics
 import sys
 from dataclasses import dataclass, field
-from typing import Optional
 
 from launch import overrides
 from launch.overrides import compose_checked, refuse, register
@@ -38,7 +37,7 @@ class EnjoyOptions:
 
 @dataclass
 class EnjoyArgs:
-    run_dir: Optional[str] = None
+    run_dir: str | None = None
     enjoy: EnjoyOptions = field(default_factory=EnjoyOptions)
 
 
@@ -98,7 +97,8 @@ def main(argv) -> int:
     recorder = None
     if opt.video:
         from launch.video import Recorder
-        video_path = opt.video_path or os.path.join(cfg.run_dir, "videos", f"enjoy_v{version}{'_random' if opt.random else ''}.mp4")
+        name = f"enjoy_v{version}{'_random' if opt.random else ''}.mp4"
+        video_path = opt.video_path or os.path.join(cfg.run_dir, "videos", name)
         fps = opt.fps or ENGINE_FPS.get(cfg.env.family, 60.0) / cfg.env.frameskip
         recorder = Recorder(video_path, fps)
     try:

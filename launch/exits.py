@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from launch.logs import traceback_to_file
 from nodes.errors import CheckpointError, ConfigError, Stopped, WorkerFailed, one_line
@@ -61,7 +61,7 @@ def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS
             peers.close(clean)
 
 
-def objective(run_dir: str) -> Optional[float]:
+def objective(run_dir: str) -> float | None:
     """The run's mean episode reward from its summary.json: what a sweeper plugin optimises."""
     import json
     import os

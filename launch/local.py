@@ -55,7 +55,8 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0) -> 
             if deadline and time.time() > deadline:
                 for rank, p in enumerate(procs):
                     if rank not in codes:
-                        log.error("node rank %d still running %.0f s after a peer failed: terminating it", rank, grace_s)
+                        log.error("node rank %d still running %.0f s after a peer failed: terminating it",
+                                  rank, grace_s)
                         p.terminate()
                         try:
                             p.wait(10)

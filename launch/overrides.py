@@ -18,12 +18,13 @@ from __future__ import annotations
 import itertools
 import os
 import sys
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override, OverrideType
+from hydra.core.override_parser.types import Override
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import (
@@ -59,7 +60,7 @@ def split_argv(argv: Sequence[str]):
     return args
 
 
-def parse(lines: Sequence[str], loader=None) -> List[Override]:
+def parse(lines: Sequence[str], loader=None) -> list[Override]:
     try:
         return OverridesParser.create(config_loader=loader).parse_overrides(list(lines))
     except OverrideParseException as exc:
@@ -67,7 +68,7 @@ def parse(lines: Sequence[str], loader=None) -> List[Override]:
         raise ConfigError(f"cannot parse override '{exc.override}': {reason[0] if reason else one_line(exc)}") from None
 
 
-def _value_strings(o: Override, loader) -> List[str]:
+def _value_strings(o: Override, loader) -> list[str]:
     """The values a sweep (or a plain override) takes, as override value strings."""
     if o.is_delete() and o.value_type is None:
         return [""]
@@ -86,7 +87,7 @@ def _line(o: Override, value: str) -> str:
 
 
 # ----------------------------------------------------------------------------- composing
-def _unknown_keys(cfg: Any, schema: Any, prefix: str = "") -> List[str]:
+def _unknown_keys(cfg: Any, schema: Any, prefix: str = "") -> list[str]:
     """Keys of a composed config that its schema does not have (a `+key=` Hydra let through).
     Free-form fields (dicts such as env.shaping) take any key."""
     if not isinstance(cfg, DictConfig) or not isinstance(schema, DictConfig):
@@ -94,7 +95,7 @@ def _unknown_keys(cfg: Any, schema: Any, prefix: str = "") -> List[str]:
     if OmegaConf.get_type(schema) in (dict, None):
         return []
     out = []
-    for key in cfg.keys():
+    for key in cfg:
         if key not in schema:
             out.append(f"{prefix}{key}")
         else:
@@ -109,7 +110,7 @@ def _free_form(schema: Any, key: str) -> bool:
     return isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict
 
 
-def _composition_error(exc: BaseException, lines: Sequence[str], groups: Dict[str, List[str]], schema: Any) -> str:
+def _composition_error(exc: BaseException, lines: Sequence[str], groups: dict[str, list[str]], schema: Any) -> str:
     cause = exc.__cause__ or exc.__context__
     key = getattr(cause, "full_key", None)
     if isinstance(exc, MissingConfigException):
@@ -133,14 +134,14 @@ def _composition_error(exc: BaseException, lines: Sequence[str], groups: Dict[st
     return one_line(exc)
 
 
-def unknown_option(group: str, value: str, options: List[str]) -> str:
+def unknown_option(group: str, value: str, options: list[str]) -> str:
     if group == "env" and value.startswith("atari_"):
         games = ", ".join(o for o in options if o.startswith("atari_"))
         return f"unknown env '{value}' (Atari confs: {games}; any other game: env=atari env.id=ALE/<Game>-v5)"
     return f"unknown {group} '{value}' (available: {', '.join(options)})"
 
 
-def _groups(loader, names) -> Dict[str, List[str]]:
+def _groups(loader, names) -> dict[str, list[str]]:
     out = {}
     for name in names:
         if name and not name.startswith("hydra"):
@@ -174,7 +175,7 @@ def compose_checked(config_name: str, lines: Sequence[str], schema: Any = None) 
 
 
 # ----------------------------------------------------------------------------- sweeps
-def sweep_points(overrides: List[Override], loader, all_points: bool) -> List[List[str]]:
+def sweep_points(overrides: list[Override], loader, all_points: bool) -> list[list[str]]:
     """Override lines of the points to check: every point of the sweep (what the basic sweeper
     runs), or, when all_points is false, each value of each key with the first of the others."""
     keys = [o for o in overrides if not o.is_hydra_override()]
@@ -228,7 +229,7 @@ def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name
         refuse(str(exc))
 
 
-_SCHEMAS: Dict[str, Any] = {}
+_SCHEMAS: dict[str, Any] = {}
 
 
 def register(name: str, node: type) -> None:
@@ -239,5 +240,5 @@ def register(name: str, node: type) -> None:
     _SCHEMAS[name] = OmegaConf.structured(node)
 
 
-def _schema(config_name: str) -> Optional[Any]:
+def _schema(config_name: str) -> Any | None:
     return _SCHEMAS.get("schema" if config_name == "config" else config_name)

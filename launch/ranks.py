@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from launch.exits import run_node
 from nodes.config import Config, cpu_count

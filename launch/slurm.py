@@ -33,7 +33,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import List, Optional, Tuple
 
 from nodes.config import Config
 from nodes.errors import ConfigError, need
@@ -46,7 +45,7 @@ log = logging.getLogger("launch.slurm")
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED",
                  "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
                  "RESV_DEL_HOLD", "POWER_UP_NODE", "UPDATE_DB"}
-_waiting: List[Tuple[str, str, int, float]] = []  # launcher.wait=true: (job id, run dir, log offset, poll_s)
+_waiting: list[tuple[str, str, int, float]] = []  # launcher.wait=true: (job id, run dir, log offset, poll_s)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -196,7 +195,7 @@ def node_addr(name: str) -> str:
     return name
 
 
-def prepare_env(cfg: Optional[Config] = None) -> None:
+def prepare_env(cfg: Config | None = None) -> None:
     """Inside a Slurm step of several tasks (and no torchrun world): the rendezvous address is the
     first node's NodeAddr, and sync.master_port, when set, the port (else sync.world derives it
     from the job id, the same on every task)."""
@@ -268,7 +267,7 @@ def requeue(cfg: Config) -> bool:
 
 
 # ----------------------------------------------------------------------------- waiting
-def job_state(job_id: str) -> Tuple[str, str, str]:
+def job_state(job_id: str) -> tuple[str, str, str]:
     """(state, restarts, exit code) from scontrol (current), else sacct (after the job left slurmctld)."""
     try:
         out = subprocess.run(["scontrol", "-o", "show", "job", job_id], capture_output=True, text=True,
@@ -308,8 +307,8 @@ def wait_submitted() -> int:
                 state, restarts, code = job_state(job)
                 if (state, restarts) != last[job]:
                     last[job] = (state, restarts)
-                    print(f"Slurm job {job}: {state}" + (f" (restart {restarts})" if restarts not in ("0", "?") else ""),
-                          flush=True)
+                    again = f" (restart {restarts})" if restarts not in ("0", "?") else ""
+                    print(f"Slurm job {job}: {state}{again}", flush=True)
                 unknown[job] = unknown[job] + 1 if state == "UNKNOWN" else 0
                 if (state not in ACTIVE_STATES and state != "UNKNOWN") or unknown[job] > 30:
                     time.sleep(0.5)  # the log's last lines

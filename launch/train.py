@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Optional
 
 import hydra
 
@@ -27,7 +26,7 @@ from nodes.errors import ConfigError
 log = logging.getLogger("launch.train")
 
 
-def finish(code: int, run_dir: str) -> Optional[float]:
+def finish(code: int, run_dir: str) -> float | None:
     """A failure exits with its code (it ends a sweep, as any failed job does); a finished run
     returns its objective (not sys.exit(0): under Hydra's submitit launcher the job returns it)."""
     if code:
@@ -36,7 +35,7 @@ def finish(code: int, run_dir: str) -> Optional[float]:
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg) -> Optional[float]:
+def main(cfg) -> float | None:
     obj = resolve(cfg, hydra_run_dir())
     from launch import slurm
     from sync.world import detect

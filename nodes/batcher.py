@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, List, Optional, Tuple
+from collections.abc import Callable
 
 from nodes.buffers import SlotBatch
 
@@ -19,9 +19,9 @@ class Batcher(threading.Thread):
         super().__init__(name="batcher", daemon=True)
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
         self.cond = threading.Condition()
-        self.pending: List[int] = []  # finished slots not yet in a batch
-        self.ready: Optional[SlotBatch] = None  # a full batch copied out ahead of time
-        self.error: Optional[BaseException] = None
+        self.pending: list[int] = []  # finished slots not yet in a batch
+        self.ready: SlotBatch | None = None  # a full batch copied out ahead of time
+        self.error: BaseException | None = None
 
     def _cut(self, n: int) -> SlotBatch:
         slots, self.pending = self.pending[:n], self.pending[n:]
@@ -48,7 +48,7 @@ class Batcher(threading.Thread):
         if self.error is not None:
             raise RuntimeError(f"batcher failed: {self.error!r}") from self.error
 
-    def get_full(self, timeout: float) -> Optional[SlotBatch]:
+    def get_full(self, timeout: float) -> SlotBatch | None:
         self._check()
         with self.cond:
             if self.ready is None:
@@ -56,7 +56,7 @@ class Batcher(threading.Thread):
             batch, self.ready = self.ready, None
         return batch
 
-    def take_partial(self, min_slots: int) -> Optional[SlotBatch]:
+    def take_partial(self, min_slots: int) -> SlotBatch | None:
         """A full batch if there is one, else every pending slot if there are at least min_slots."""
         self._check()
         with self.cond:
@@ -69,7 +69,7 @@ class Batcher(threading.Thread):
 
 
 def wait_for_batch(batcher: Batcher, peers, version: int, straggler: bool, min_slots: int,
-                   idle: Callable[[], None]) -> Tuple[SlotBatch, bool]:
+                   idle: Callable[[], None]) -> tuple[SlotBatch, bool]:
     """The learner's next batch, and whether it was cut short.
 
     A full local batch, after which this rank tells its peers it is ready for `version`; or, with

@@ -13,7 +13,6 @@ name is unlinked at creation, so nothing is left behind even on SIGKILL).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List
 
 import numpy as np
 import torch
@@ -71,7 +70,7 @@ def allocate(spec, sampler_cfg, state_size: int) -> TrajectoryBuffers:
     )
 
 
-def env_groups(sampler_cfg) -> List[List[List[int]]]:
+def env_groups(sampler_cfg) -> list[list[list[int]]]:
     """Global env ids per [worker][group]. Two equal groups when double-buffered, else one."""
     k = sampler_cfg.envs_per_worker
     n_groups = 2 if sampler_cfg.double_buffered else 1
@@ -93,11 +92,11 @@ class SlotBatch:
         self.num_samples = self.rewards.numel()
 
     @classmethod
-    def copy_slots(cls, buffers: TrajectoryBuffers, slots: List[int]) -> "SlotBatch":
+    def copy_slots(cls, buffers: TrajectoryBuffers, slots: list[int]) -> SlotBatch:
         idx = torch.as_tensor(slots, dtype=torch.int64)
         return cls(**{name: getattr(buffers, name).index_select(0, idx) for name in cls.FIELDS})
 
-    def to(self, device: torch.device) -> "SlotBatch":
+    def to(self, device: torch.device) -> SlotBatch:
         if device.type != "cpu":
             for name in self.FIELDS:
                 setattr(self, name, getattr(self, name).to(device, non_blocking=True))
@@ -112,6 +111,6 @@ class Control:
     worker_steps: torch.Tensor  # [W] int64, agent steps taken by rollout worker w
 
     @classmethod
-    def create(cls, num_workers: int) -> "Control":
+    def create(cls, num_workers: int) -> Control:
         return cls(torch.zeros(1, dtype=torch.int64).share_memory_(),
                    torch.zeros(num_workers, dtype=torch.int64).share_memory_())

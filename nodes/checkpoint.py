@@ -9,7 +9,6 @@ from __future__ import annotations
 import glob
 import os
 import re
-from typing import Optional
 
 import torch
 
@@ -51,7 +50,7 @@ def list_checkpoints(run_dir: str):
     return sorted(paths)
 
 
-def latest(run_dir: str) -> Optional[str]:
+def latest(run_dir: str) -> str | None:
     paths = list_checkpoints(run_dir)
     return paths[-1] if paths else None
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from nodes.errors import need
 
@@ -26,7 +26,8 @@ IMPLEMENTED_MODES = ("async",)
 class EnvConfig:
     name: str = "doom_basic"  # the conf/env/ option that selected this env (run directories are named by it)
     family: str = "doom"  # doom | atari | dmlab | gym
-    id: str = "basic.cfg"  # doom: a scenario .cfg bundled with vizdoom; atari: ALE/<Game>-v5; dmlab: a level; gym: an id
+    # doom: a scenario .cfg bundled with vizdoom; atari: ALE/<Game>-v5; dmlab: a level; gym: a gymnasium id
+    id: str = "basic.cfg"
     frameskip: int = 4  # engine frames per agent step (env_frames count these)
     width: int = 128  # observation size fed to the model (VizDoom renders 160x120 and is resized)
     height: int = 72
@@ -44,7 +45,7 @@ class EnvConfig:
     # VizDoom
     actions: str = "single"  # single: no-op + one button per action | heads: one discrete head per button group
     measurements: bool = True  # game variables (health, ammo, ...) beside the pixels (used by model=full)
-    shaping: Dict[str, float] = field(default_factory=dict)  # game variable -> training reward per unit of change
+    shaping: dict[str, float] = field(default_factory=dict)  # game variable -> training reward per unit of change
 
 
 @dataclass
@@ -140,8 +141,9 @@ class LauncherConfig:
     qos: str = ""
     constraint: str = ""
     job_name: str = "distrl"
-    sbatch: List[str] = field(default_factory=list)  # extra sbatch options: launcher.sbatch='[--exclusive,"--mail-type=END"]'
-    setup: List[str] = field(default_factory=list)  # shell lines before srun: launcher.setup=['module load cuda']
+    # extra sbatch options: launcher.sbatch='[--exclusive,"--mail-type=END"]'
+    sbatch: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)  # shell lines before srun: launcher.setup=['module load cuda']
     # Preemption and time limits: Slurm sends `signal` signal_delay_s before the time limit (and a
     # preempting scheduler may send it too); every rank stops after the same iteration, rank 0
     # checkpoints and requeues the job, the next run resumes. USR2, not USR1: NCCL may use SIGUSR1.
@@ -163,7 +165,7 @@ class Config:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     seed: int = 0  # env, sampling and initialisation seeds all derive from it (nodes.seeds)
     nodes: int = 1  # >1: one full Sample Factory node per process or machine (sync/)
-    run_dir: Optional[str] = None  # filled in by the launcher (Hydra's output dir)
+    run_dir: str | None = None  # filled in by the launcher (Hydra's output dir)
 
 
 def validate(cfg: Any) -> None:

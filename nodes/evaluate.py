@@ -6,7 +6,7 @@ whole game (an Atari life lost is not the end of the episode here either).
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -14,8 +14,8 @@ import torch
 from nodes.envs import env_spec, make_env
 
 
-def play(cfg, model: Optional[torch.nn.Module], episodes: int, seed: int, greedy: bool = False,
-         max_steps: int = 100_000, on_frame: Optional[Callable[[int, object], None]] = None):
+def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: bool = False,
+         max_steps: int = 100_000, on_frame: Callable[[int, object], None] | None = None):
     """Returns (scores, lengths) of `episodes` episodes. model=None plays uniformly random actions.
 
     on_frame(episode, env) is called after reset and after every step (videos render from it).
@@ -24,8 +24,8 @@ def play(cfg, model: Optional[torch.nn.Module], episodes: int, seed: int, greedy
     env = make_env(cfg.env, seed)
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
-    scores: List[float] = []
-    lengths: List[int] = []
+    scores: list[float] = []
+    lengths: list[int] = []
     try:
         for ep in range(episodes):
             obs = env.reset()

@@ -7,6 +7,7 @@ every other member of the group (VizDoom engines ignore SIGTERM) and removes the
 segments of the VizDoom instances it saw (`+viz_instance_id` on the engine command line).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
 """
+import contextlib
 import glob
 import os
 import re
@@ -54,17 +55,13 @@ def sweep(pgid: int, instances: set) -> None:
         if not pids:
             break
         for pid in pids:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         time.sleep(0.1)
     for inst in instances:
         for path in glob.glob(f"/dev/shm/ViZDoom*{inst}"):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
 
 
 def main() -> None:

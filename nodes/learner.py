@@ -8,7 +8,6 @@ moments summed over nodes). nodes/ never imports what implements `peers`.
 from __future__ import annotations
 
 import time
-from typing import Dict
 
 import torch
 from torch import nn
@@ -26,7 +25,7 @@ class Learner:
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
 
-    def loss(self, batch) -> Dict[str, torch.Tensor]:
+    def loss(self, batch) -> dict[str, torch.Tensor]:
         c = self.cfg
         logits, values = self.model.unroll(batch.obs, batch.meas, batch.h0, batch.dones)
         # summed over action heads; one log-softmax per head serves both
@@ -41,17 +40,14 @@ class Learner:
             targets, adv = losses.gae(batch.rewards, behaviour_values, batch.dones, c.gamma, c.gae_lambda)
         if c.normalize_advantages:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        if c.ppo_clip:
-            policy_loss = losses.ppo_surrogate(ratio, adv, c.clip_ratio)
-        else:
-            policy_loss = -(logp * adv).mean()
+        policy_loss = losses.ppo_surrogate(ratio, adv, c.clip_ratio) if c.ppo_clip else -(logp * adv).mean()
         value_loss = 0.5 * (targets - values[:, :-1]).pow(2).mean()
         entropy = entropy.mean()
         total = policy_loss + c.value_loss_coeff * value_loss - c.entropy_coeff * entropy
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=(ratio - 1).abs().mean())
 
-    def train_step(self, batch) -> Dict[str, float]:
+    def train_step(self, batch) -> dict[str, float]:
         t0 = time.perf_counter()
         batch = batch.to(self.device)
         lag = (self.version - batch.versions).float()

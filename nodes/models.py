@@ -14,7 +14,6 @@ so behaviour and learner log-probabilities agree to float precision at equal par
 from __future__ import annotations
 
 import hashlib
-from typing import Tuple
 
 import torch
 from torch import nn

@@ -25,7 +25,7 @@ import math
 import os
 import threading
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import torch
 
@@ -47,7 +47,7 @@ log = logging.getLogger("nodes")
 
 
 class Node:
-    def __init__(self, cfg, peers: Optional[Peers] = None, is_writer: Optional[bool] = None,
+    def __init__(self, cfg, peers: Peers | None = None, is_writer: bool | None = None,
                  stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS):
         """stop_signals: signals that stop the run after the current step (a stop vote with several
         nodes); a launcher adds its own (launch.slurm: Slurm's preemption signal)."""
@@ -66,9 +66,9 @@ class Node:
         self.learner = Learner(self.model, cfg.algo, self.peers)
         self.stats = RunStats()
         self.ranks = RankStats()
-        self.resumed_from: Optional[str] = None
-        self.pool: Optional[WorkerPool] = None
-        self.batcher: Optional[Batcher] = None
+        self.resumed_from: str | None = None
+        self.pool: WorkerPool | None = None
+        self.batcher: Batcher | None = None
         self.batch_stop = threading.Event()
         self.partial_batches = 0  # batches this rank cut short (straggler handling)
         self.sync_s_total = 0.0  # seconds this rank spent in the gradient all-reduce
@@ -159,44 +159,47 @@ class Node:
             self.peers.check_agreement(self.model, self.learner.version)
         return train
 
+    def _train(self, tb: TensorBoard | None) -> None:
+        """Start the workers, then iterate until every rank has voted to stop."""
+        cfg, t, s = self.cfg, self.cfg.train, self.cfg.sampler
+        min_slots = math.ceil(cfg.sync.min_batch_frac * s.batch_size / s.rollout)
+        self._start("train")
+        self.stats.start_time = time.time()
+        self.stats.start_frames = self.stats.env_frames
+        next_status = time.time() + t.status_every_s
+        next_ckpt = time.time() + t.checkpoint_every_s
+        log.info("training: %d rollout workers x %d envs, %d policy worker(s), batch %d, rollout %d%s",
+                 s.num_workers, s.envs_per_worker, s.num_policy_workers, s.batch_size, s.rollout,
+                 f", rank {self.rank} of {self.world}" if self.world > 1 else "")
+        self.signal_is_vote = self.world > 1
+        stop = self._stop_wanted()
+        while not stop:
+            train = self._iteration(min_slots)
+            stop = self.ranks.stop_voted
+            if tb:
+                tb.write(self.stats, train, self.ranks.rows)
+            now = time.time()
+            if now >= next_status:
+                next_status = now + t.status_every_s
+                if self.is_writer:
+                    log.info(self.stats.status_line(self.ranks.rows))
+            if now >= next_ckpt:
+                next_ckpt = now + t.checkpoint_every_s
+                self.save_checkpoint()
+        self.signal_is_vote = False
+        if self.signals.received is not None:
+            raise Stopped(self.signals.received)
+
     def run(self) -> dict:
         """Train; returns the summary (also written to run_dir/summary.json by the writer)."""
-        cfg, t = self.cfg, self.cfg.train
         os.makedirs(self.run_dir, exist_ok=True)
         self.restore()  # a checkpoint that does not fit: CheckpointError before anything started
         self.peers.start(self.model, self.learner.optimizer)
         tb = TensorBoard(os.path.join(self.run_dir, "tb")) if self.is_writer else None
         outcome, error = "finished", None
-        s = cfg.sampler
-        min_slots = math.ceil(cfg.sync.min_batch_frac * s.batch_size / s.rollout)
         with self.signals:
             try:
-                self._start("train")
-                self.stats.start_time = time.time()
-                self.stats.start_frames = self.stats.env_frames
-                next_status = time.time() + t.status_every_s
-                next_ckpt = time.time() + t.checkpoint_every_s
-                log.info("training: %d rollout workers x %d envs, %d policy worker(s), batch %d, rollout %d%s",
-                         s.num_workers, s.envs_per_worker, s.num_policy_workers, s.batch_size, s.rollout,
-                         f", rank {self.rank} of {self.world}" if self.world > 1 else "")
-                self.signal_is_vote = self.world > 1
-                stop = self._stop_wanted()
-                while not stop:
-                    train = self._iteration(min_slots)
-                    stop = self.ranks.stop_voted
-                    if tb:
-                        tb.write(self.stats, train, self.ranks.rows)
-                    now = time.time()
-                    if now >= next_status:
-                        next_status = now + t.status_every_s
-                        if self.is_writer:
-                            log.info(self.stats.status_line(self.ranks.rows))
-                    if now >= next_ckpt:
-                        next_ckpt = now + t.checkpoint_every_s
-                        self.save_checkpoint()
-                self.signal_is_vote = False
-                if self.signals.received is not None:
-                    raise Stopped(self.signals.received)
+                self._train(tb)
             except Stopped as exc:
                 outcome, error = f"stopped by {exc}", exc
             except KeyboardInterrupt as exc:
@@ -211,7 +214,8 @@ class Node:
                 summary = self.summary(seconds, outcome, collective=outcome != "failed")
                 if tb:
                     tb.close()
-                log.info("run %s: %s", outcome, json.dumps({k: v for k, v in summary.items() if k != "param_checksums"}))
+                shown = {k: v for k, v in summary.items() if k != "param_checksums"}
+                log.info("run %s: %s", outcome, json.dumps(shown))
         if error is not None:
             raise error
         return summary

@@ -10,7 +10,6 @@ method is the identity or a constant: the single-node fallback creates no proces
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import List
 
 import torch
 from torch import nn
@@ -40,11 +39,11 @@ class Peers(ABC):
         """Element-wise sum over ranks, in place (observation statistics); returns the tensor."""
 
     @abstractmethod
-    def gather_stats(self, values: List[float]) -> List[List[float]]:
+    def gather_stats(self, values: list[float]) -> list[list[float]]:
         """Every rank's list of floats, indexed by rank (same length on every rank)."""
 
     @abstractmethod
-    def check_agreement(self, model: nn.Module, version: int) -> List[str]:
+    def check_agreement(self, model: nn.Module, version: int) -> list[str]:
         """Parameter checksums of every rank; raises if they differ (called every few steps)."""
 
     @abstractmethod
@@ -75,10 +74,10 @@ class Solo(Peers):
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor
 
-    def gather_stats(self, values: List[float]) -> List[List[float]]:
+    def gather_stats(self, values: list[float]) -> list[list[float]]:
         return [list(values)]
 
-    def check_agreement(self, model: nn.Module, version: int) -> List[str]:
+    def check_agreement(self, model: nn.Module, version: int) -> list[str]:
         return [param_checksum(model)]
 
     def mark_ready(self, version: int) -> None:

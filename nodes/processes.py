@@ -7,6 +7,7 @@ reports an exception's traceback on the report queue before exiting non-zero.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
@@ -16,9 +17,10 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
-from typing import Any, Callable, List, Optional
+from typing import Any
 
 import torch.multiprocessing as mp
 from faster_fifo import Queue
@@ -54,28 +56,24 @@ class Channels:
     """Every queue of one node. Messages are small tuples of indices, never observations."""
 
     requests: Any  # rollout worker -> policy workers: (worker, group)
-    actions: List[Any]  # policy worker -> rollout worker w: group
+    actions: list[Any]  # policy worker -> rollout worker w: group
     trajectories: Any  # rollout workers -> learner: finished slot
     free_slots: Any  # learner -> rollout workers: slot to fill
     reports: Any  # everyone -> main: ("episode", reward, length) | ("error", who, text) | ("ready", who)
 
     @classmethod
-    def create(cls, num_workers: int) -> "Channels":
+    def create(cls, num_workers: int) -> Channels:
         return cls(Queue(1 << 20), [Queue(1 << 16) for _ in range(num_workers)], Queue(1 << 20),
                    Queue(1 << 20), Queue(1 << 22))
 
 
-def boot_worker(pgid: int, cpu: Optional[int]) -> None:
-    try:
+def boot_worker(pgid: int, cpu: int | None) -> None:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except OSError:
-        pass
     if os.getppid() == 1:  # parent died before we could ask to follow it
         os._exit(1)
-    try:
+    with contextlib.suppress(OSError):
         os.setpgid(0, pgid)
-    except OSError:
-        pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     torch.set_num_threads(1)
@@ -83,21 +81,19 @@ def boot_worker(pgid: int, cpu: Optional[int]) -> None:
         os.sched_setaffinity(0, {cpu})
 
 
-def _entry(fn, who: str, pgid: int, cpu: Optional[int], reports, args) -> None:
+def _entry(fn, who: str, pgid: int, cpu: int | None, reports, args) -> None:
     boot_worker(pgid, cpu)
     try:
         fn(*args)
     except SystemExit:  # a worker leaving its loop because the node is stopping
         pass
     except BaseException:  # noqa: BLE001 - report everything, then exit non-zero
-        try:
+        with contextlib.suppress(Exception):
             reports.put(("error", who, traceback.format_exc()), timeout=1.0)
-        except Exception:  # noqa: BLE001
-            pass
         os._exit(1)
 
 
-def spawn(fn, who: str, pgid: int, cpu: Optional[int], reports, *args) -> mp.Process:
+def spawn(fn, who: str, pgid: int, cpu: int | None, reports, *args) -> mp.Process:
     ctx = mp.get_context("spawn")
     p = ctx.Process(target=_entry, args=(fn, who, pgid, cpu, reports, args), name=who, daemon=True)
     p.start()
@@ -122,8 +118,8 @@ class WorkerPool:
         self.channels = Channels.create(s.num_workers)
         self.buffers = allocate(spec, s, model.state_size)
         self.weights = SharedWeights(model)
-        self.janitor: Optional[subprocess.Popen] = None
-        self.procs: List[mp.Process] = []
+        self.janitor: subprocess.Popen | None = None
+        self.procs: list[mp.Process] = []
         self.ready = 0  # workers that reported ready
 
     def start(self, phase: str, timeout_s: float = 300.0) -> None:

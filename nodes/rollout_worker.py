@@ -54,7 +54,7 @@ class GroupStepper:
                 return self.ch.free_slots.get(timeout=0.1)
             except queue.Empty:
                 if self.stopping():
-                    raise SystemExit(0)
+                    raise SystemExit(0) from None
 
     def start(self) -> None:
         for g, ids in enumerate(self.groups):

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import signal
 import threading
-from typing import Dict, Iterator, Optional, Sequence
+from collections.abc import Iterator, Sequence
 
 log = logging.getLogger("nodes")
 
@@ -22,10 +22,10 @@ DEFAULT = (signal.SIGINT, signal.SIGTERM)
 class StopSignals:
     def __init__(self, signums: Sequence[int] = DEFAULT):
         self.signums = tuple(dict.fromkeys(signums))
-        self.received: Optional[int] = None
-        self._previous: Dict[int, object] = {}
+        self.received: int | None = None
+        self._previous: dict[int, object] = {}
 
-    def __enter__(self) -> "StopSignals":
+    def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._on_signal) for s in self.signums}
         return self

@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields
-from typing import Dict, List, Optional, Sequence
 
 
 @dataclass
@@ -23,17 +23,17 @@ class RankRow:
     partial: float = 0.0  # batches it cut short so far (straggler handling)
     elapsed: float = 0.0  # seconds since it started training
 
-    def to_floats(self) -> List[float]:
+    def to_floats(self) -> list[float]:
         return [float(x) for x in astuple(self)]
 
     @classmethod
-    def from_floats(cls, values: Sequence[float]) -> "RankRow":
+    def from_floats(cls, values: Sequence[float]) -> RankRow:
         if len(values) != len(fields(cls)):
             raise ValueError(f"a rank row has {len(fields(cls))} values, got {len(values)}")
         return cls(*values)
 
 
-def merged_reward(rows: Sequence[RankRow]) -> Optional[float]:
+def merged_reward(rows: Sequence[RankRow]) -> float | None:
     """Mean recent episode reward over all ranks, each rank's mean weighted by its episode count."""
     rows = [r for r in rows if r.reward_n > 0 and not math.isnan(r.reward)]
     n = sum(r.reward_n for r in rows)
@@ -44,11 +44,11 @@ class RankStats:
     """Per-rank accounting over this launch, from the rows gathered every iteration."""
 
     def __init__(self):
-        self.rows: List[RankRow] = []  # the last iteration's rows, indexed by rank
-        self.samples: List[float] = []  # samples each rank contributed this launch
-        self.sync_s: List[float] = []  # seconds each rank spent in the gradient all-reduce
+        self.rows: list[RankRow] = []  # the last iteration's rows, indexed by rank
+        self.samples: list[float] = []  # samples each rank contributed this launch
+        self.sync_s: list[float] = []  # seconds each rank spent in the gradient all-reduce
 
-    def add(self, rows: List[RankRow]) -> None:
+    def add(self, rows: list[RankRow]) -> None:
         if not self.samples:
             self.samples, self.sync_s = [0.0] * len(rows), [0.0] * len(rows)
         self.rows = rows
@@ -59,7 +59,7 @@ class RankStats:
     def stop_voted(self) -> bool:
         return any(r.stop for r in self.rows)
 
-    def sync_shares(self) -> List[float]:
+    def sync_shares(self) -> list[float]:
         """Each rank's all-reduce time over its own training time (ranks start their clocks apart)."""
         return [round(s / max(r.elapsed, 1e-9), 4) for s, r in zip(self.sync_s, self.rows)]
 
@@ -74,7 +74,7 @@ class RunStats:
         self.start_time = time.time()
         self._rate_points = collections.deque(maxlen=64)  # (time, frames) for a 10 s rate
         self._rate_points.append((self.start_time, env_frames))
-        self.last_train: Dict[str, float] = {}
+        self.last_train: dict[str, float] = {}
 
     def add_episode(self, reward: float, length: int) -> None:
         self.episodes += 1
@@ -89,7 +89,7 @@ class RunStats:
     def seconds(self) -> float:
         return time.time() - self.start_time
 
-    def fps(self, window_s: Optional[float] = 10.0) -> float:
+    def fps(self, window_s: float | None = 10.0) -> float:
         now = time.time()
         if window_s is None:
             t0, f0 = self.start_time, self.start_frames
@@ -97,7 +97,7 @@ class RunStats:
             t0, f0 = next(((t, f) for t, f in self._rate_points if now - t <= window_s), self._rate_points[-1])
         return (self.env_frames - f0) / max(now - t0, 1e-9)
 
-    def mean_reward(self) -> Optional[float]:
+    def mean_reward(self) -> float | None:
         return sum(self.rewards) / len(self.rewards) if self.rewards else None
 
     def row(self, **figures: float) -> RankRow:
@@ -127,7 +127,7 @@ class TensorBoard:
         from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(log_dir=log_dir)
 
-    def write(self, stats: RunStats, train: Dict[str, float], rank_rows: Sequence[RankRow] = ()) -> None:
+    def write(self, stats: RunStats, train: dict[str, float], rank_rows: Sequence[RankRow] = ()) -> None:
         step = stats.env_frames
         w = self.writer
         w.add_scalar("perf/fps", stats.fps(), step)

@@ -21,6 +21,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import math
@@ -30,7 +31,6 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -79,7 +79,7 @@ class DistPeers(Peers):
             world.master_addr, world.master_port, world.size, is_master=False, timeout=timedelta(seconds=10)))
         self._hb = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         self._hb.start()
-        self._watched: Optional[Tuple[str, float]] = None  # (what, since) of the call in progress
+        self._watched: tuple[str, float] | None = None  # (what, since) of the call in progress
         self._dog = threading.Thread(target=self._watchdog, name="watchdog", daemon=True)
         self._dog.start()
 
@@ -106,8 +106,8 @@ class DistPeers(Peers):
             watched = self._watched
             if watched is None or time.monotonic() - watched[1] < limit:
                 continue
-            found: List[List[int]] = []
-            probe = threading.Thread(target=lambda: found.append(self.lost_ranks()), daemon=True)
+            found: list[list[int]] = []
+            probe = threading.Thread(target=lambda found=found: found.append(self.lost_ranks()), daemon=True)
             probe.start()
             probe.join(5.0)
             lost = found[0] if found else [0]  # no answer from the store: its host, rank 0
@@ -119,7 +119,7 @@ class DistPeers(Peers):
                 h.flush()
             os._exit(1)  # the janitor sees the pipe close and removes this node's workers
 
-    def lost_ranks(self, wait_s: float = 6 * HEARTBEAT_S) -> List[int]:
+    def lost_ranks(self, wait_s: float = 6 * HEARTBEAT_S) -> list[int]:
         """Ranks whose heartbeat stopped (polled until one is stale, at most wait_s)."""
         try:
             probe = dist.PrefixStore("distrl/", dist.TCPStore(
@@ -192,13 +192,13 @@ class DistPeers(Peers):
         self._guard("the statistics all-reduce", dist.all_reduce, tensor)
         return tensor
 
-    def gather_stats(self, values: List[float]) -> List[List[float]]:
+    def gather_stats(self, values: list[float]) -> list[list[float]]:
         mine = torch.tensor(values, dtype=torch.float64, device=self.device)
         rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
         self._guard("the stats gather", dist.all_gather, rows, mine)
         return [row.cpu().tolist() for row in rows]
 
-    def check_agreement(self, model: nn.Module, version: int) -> List[str]:
+    def check_agreement(self, model: nn.Module, version: int) -> list[str]:
         digest = param_checksum(model)
         mine = torch.tensor(list(bytes.fromhex(digest)), dtype=torch.uint8, device=self.device)
         rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
@@ -213,10 +213,8 @@ class DistPeers(Peers):
     def mark_ready(self, version: int) -> None:
         self._guard("the ready count", self.keys.add, f"ready/{version}", 1)
         if self.rank == 0 and version >= 2:
-            try:
+            with contextlib.suppress(Exception):  # housekeeping only
                 self.keys.delete_key(f"ready/{version - 2}")
-            except Exception:  # noqa: BLE001 - housekeeping only
-                pass
 
     def others_ready(self, version: int) -> bool:
         now = time.monotonic()
@@ -239,10 +237,8 @@ class DistPeers(Peers):
             if thread.is_alive():
                 log.warning("rank %d: the %s thread is still in a store call at exit", self.rank, thread.name)
         if dist.is_initialized():
-            try:
+            with contextlib.suppress(Exception):
                 dist.destroy_process_group()
-            except Exception:  # noqa: BLE001
-                pass
         if clean:
             self._closing_handshake()
 

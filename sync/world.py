@@ -12,8 +12,8 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 PORT_BASE, PORT_SPAN = 20000, 20000
 
@@ -51,7 +51,7 @@ def port_for_job(job_id: str) -> int:
     return PORT_BASE + int(re.sub(r"\D", "", job_id) or 0) % PORT_SPAN
 
 
-def detect(env: Optional[Mapping[str, str]] = None) -> Optional[World]:
+def detect(env: Mapping[str, str] | None = None) -> World | None:
     env = os.environ if env is None else env
     if "RANK" in env and "WORLD_SIZE" in env:
         size = int(env["WORLD_SIZE"])

@@ -5,6 +5,7 @@ them apart by SLURMD_NODENAME.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -48,10 +49,8 @@ def _ports_free(base: int) -> bool:
 
 
 def _signal(pid: int, sig) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.kill(pid, sig)
-    except OSError:
-        pass
 
 
 class LocalSlurm:
@@ -123,7 +122,8 @@ class LocalSlurm:
         t0 = time.time()
         try:
             proc = self.script("down", timeout=120)
-            self.down_report = f"down script exited {proc.returncode} after {time.time() - t0:.1f} s: {proc.stderr[-2000:]}"
+            took = time.time() - t0
+            self.down_report = f"down script exited {proc.returncode} after {took:.1f} s: {proc.stderr[-2000:]}"
         except subprocess.TimeoutExpired as exc:
             err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
             self.down_report = f"down script still running after {time.time() - t0:.0f} s: {err[-2000:]}"

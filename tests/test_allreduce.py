@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from helpers import compose, free_port
+
 from nodes.buffers import SlotBatch
 from nodes.envs import EnvSpec
 from nodes.learner import Learner
@@ -78,6 +78,6 @@ def test_two_node_step_equals_single_step_on_union(tmp_path, sizes):
     learner = Learner(model, make_cfg().algo)
     before = [p.detach().clone() for p in model.parameters()]
     learner.train_step(union(make_batch(0, sizes[0]), make_batch(1, sizes[1])))
-    for a, ref, old in zip(r0["params"], model.parameters(), before):
+    for a, ref, _old in zip(r0["params"], model.parameters(), before):
         assert torch.allclose(a, ref.detach(), atol=1e-6, rtol=1e-5)
     assert any(not torch.equal(a, old) for a, old in zip(r0["params"], before)), "the step changed nothing"

@@ -4,8 +4,7 @@ import os
 
 import numpy as np
 import pytest
-
-from helpers import ROOT, group_conf, run_module, summary, train
+from helpers import group_conf, run_module, summary, train
 
 pytest.importorskip("ale_py")
 

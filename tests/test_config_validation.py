@@ -2,7 +2,6 @@
 import os
 
 import pytest
-
 from helpers import run_module
 
 CASES = [
@@ -16,9 +15,11 @@ CASES = [
     (["env=doom_basic", "env.id=nosuch.cfg"], "VizDoom scenario 'nosuch.cfg' is not bundled with vizdoom"),
     (["sampler.mode=sync"], "sampler.mode=sync is not implemented yet"),
     (["sampler.mode=bogus"], "sampler.mode must be one of async, sync, deterministic"),
-    (["sampler.num_workers=abc"], "bad value for sampler.num_workers: Value 'abc' of type 'str' could not be converted to Integer"),
+    (["sampler.num_workers=abc"],
+     "bad value for sampler.num_workers: Value 'abc' of type 'str' could not be converted to Integer"),
     (["sampler.nosuch=1"], "unknown config key 'sampler.nosuch'"),
-    (["sampler.num_slots=20"], "sampler.num_slots (20) must be 0 (auto) or at least envs (16) + batch_size/rollout (32)"),
+    (["sampler.num_slots=20"],
+     "sampler.num_slots (20) must be 0 (auto) or at least envs (16) + batch_size/rollout (32)"),
 ]
 
 

@@ -12,7 +12,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from helpers import ROOT, group_conf, run_module, summary, train
 
 STANDIN = os.path.join(ROOT, "tests", "dmlab_standin")
@@ -165,8 +164,8 @@ def test_trains_through_the_real_trainer(tmp_path, monkeypatch):
 
 
 def test_level_names(lab, tmp_path):
-    from nodes.errors import ConfigError
     from nodes.envs import check_env_config
+    from nodes.errors import ConfigError
     for level, message in (("", "env=dmlab needs env.id"), ("../../etc/passwd", "must be a level name")):
         with pytest.raises(ConfigError, match=message) as err:
             check_env_config(load("dmlab", id=level))

@@ -6,11 +6,11 @@ import os
 
 import numpy as np
 import pytest
-
 from helpers import ROOT, group_conf
-from nodes.errors import ConfigError
+
 from nodes.envs import check_env_config, env_spec, make_env
 from nodes.envs.doom import action_heads
+from nodes.errors import ConfigError
 
 SCENARIOS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "env", "doom_*.yaml")))
 
@@ -67,6 +67,7 @@ def test_scenario_resets_and_steps(tmp_path, monkeypatch, name):
 
 def test_deathmatch_heads_are_the_seed_decomposition():
     import vizdoom as vzd
+
     from nodes.envs.doom import scenario_path
     game = vzd.DoomGame()
     game.load_config(scenario_path(load("doom_deathmatch")))

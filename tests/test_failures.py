@@ -2,6 +2,7 @@
 import os
 
 from helpers import summary, train
+
 from nodes import checkpoint as ckpt
 
 SMALL = ["env=gym", "env.id=tests.envs:CrashAfter-v0", "model.fc_size=16", "model.hidden_size=16",

@@ -6,8 +6,8 @@ import subprocess
 import time
 
 import torch
-
 from helpers import FAST_GYM, read_until, start_train, summary, train
+
 from nodes import checkpoint as ckpt
 
 

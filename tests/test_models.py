@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 import torch
-
 from helpers import ROOT, group_conf
+
 from nodes.envs import EnvSpec
 from nodes.models import ActionHeads, ActorCritic
 

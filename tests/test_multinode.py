@@ -7,8 +7,8 @@ import sys
 import time
 
 import torch
-
 from helpers import ROOT, compose, free_port, read_until, start_train, summary, train
+
 from nodes import checkpoint as ckpt
 from nodes import seeds
 from nodes.envs import env_spec
@@ -86,7 +86,8 @@ def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
     with capsys.disabled():
         print(f"\nstraggler at {speed:.2f}x the fast node's speed | handling on: fast node sync share "
               f"{shares['true']['sync_share']:.3f}, {shares['true']['fps']:.0f} fps, partial batches "
-              f"{shares['true']['partial_batches']}, reward {shares['true']['mean_episode_reward']:.2f} | off: sync share "
+              f"{shares['true']['partial_batches']}, reward {shares['true']['mean_episode_reward']:.2f} "
+              "| off: sync share "
               f"{shares['false']['sync_share']:.3f}, {shares['false']['fps']:.0f} fps, reward "
               f"{shares['false']['mean_episode_reward']:.2f}")
     assert speed <= 0.6, "rank 1 should be a real straggler (at most ~half speed)"

@@ -19,7 +19,6 @@ import sys
 import time
 
 import pytest
-
 from helpers import ROOT, free_port
 
 RANK = """

@@ -7,8 +7,8 @@ import queue
 from types import SimpleNamespace
 
 import numpy as np
-
 from helpers import compose
+
 from nodes.buffers import Control, allocate, env_groups
 from nodes.envs import EnvSpec
 from nodes.rollout_worker import GroupStepper

@@ -11,7 +11,6 @@ import time
 import warnings
 
 import pytest
-
 from helpers import ROOT
 from slurm_cluster import LocalSlurm, unavailable
 
@@ -33,8 +32,10 @@ def slurm():
     finally:
         left = cluster.down()
         if cluster.down_report.startswith("daemons left"):  # the fixture's own daemons, not our jobs
-            warnings.warn(f"the test cluster's down script left daemons (stopped now): {cluster.down_report[:3000]}")
-    assert not left, f"job processes still running after the test cluster went down (killed now): {left}\n{cluster.down_report}"
+            warnings.warn(f"the test cluster's down script left daemons (stopped now): {cluster.down_report[:3000]}",
+                          stacklevel=2)
+    assert not left, (f"job processes still running after the test cluster went down (killed now): {left}\n"
+                      f"{cluster.down_report}")
 
 
 def launch(env, *args, timeout=240):

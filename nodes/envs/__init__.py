@@ -23,17 +23,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Tuple
+from typing import Any
 
 from nodes.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class EnvSpec:
-    obs_shape: Tuple[int, ...]
+    obs_shape: tuple[int, ...]
     obs_dtype: Any  # numpy dtype: uint8 for pixels, float32 for vectors
-    action_heads: Tuple[int, ...]  # one discrete head per entry, its number of actions
+    action_heads: tuple[int, ...]  # one discrete head per entry, its number of actions
     meas_size: int = 0  # length of the measurements vector (game variables); 0 = none
 
     @property

@@ -44,7 +44,7 @@ def _make_gym(env_id: str):
                     full_action_space=False)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _screen_and_actions(env_id: str):
     """(screen height, screen width, number of actions): loads the ROM, steps nothing."""
     env = _make_gym(env_id)
@@ -70,7 +70,8 @@ def check(env_cfg) -> None:
     except Exception as exc:  # noqa: BLE001 - a missing ROM or a bad id raises several types
         raise ConfigError(f"cannot start Atari env '{env_cfg.id}': {one_line(exc)}") from None
     if not (16 <= env_cfg.height <= h and 16 <= env_cfg.width <= w):
-        raise ConfigError(f"env.width x env.height must be between 16x16 and {w}x{h}, got {env_cfg.width}x{env_cfg.height}")
+        raise ConfigError(f"env.width x env.height must be between 16x16 and {w}x{h}, "
+                          f"got {env_cfg.width}x{env_cfg.height}")
 
 
 def spec(env_cfg) -> EnvSpec:

@@ -13,6 +13,7 @@ each layout is compiled once.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -43,8 +44,8 @@ ACTION_NAMES = ("LOOK_LEFT_RIGHT_PIXELS_PER_FRAME", "LOOK_DOWN_UP_PIXELS_PER_FRA
                 "MOVE_BACK_FORWARD", "FIRE", "JUMP", "CROUCH")
 
 OBSERVATION = "RGB"  # 3 x H x W uint8
-ENGINE_HINT = ("build it from https://github.com/deepmind/lab (bazel build -c opt //python/pip_package:build_pip_package, "
-               "then pip install the wheel it writes); see README")
+ENGINE_HINT = ("build it from https://github.com/deepmind/lab (bazel build -c opt "
+               "//python/pip_package:build_pip_package, then pip install the wheel it writes); see README")
 _LEVEL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 
 
@@ -94,10 +95,8 @@ class LevelCache:
             shutil.copyfile(pk3_path, tmp)
             os.replace(tmp, path)
         except OSError:  # a full or read-only cache costs a recompile later, never the run
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(tmp)
-            except OSError:
-                pass
 
 
 def check(env_cfg) -> None:
@@ -105,9 +104,11 @@ def check(env_cfg) -> None:
         raise ConfigError("env=dmlab needs env.id (a level name), e.g. env.id=seekavoid_arena_01 or "
                           "env.id=contributed/dmlab30/rooms_collect_good_objects_train")
     if not _LEVEL_RE.match(env_cfg.id) or ".." in env_cfg.id.split("/"):
-        raise ConfigError(f"env.id for a DeepMind Lab env must be a level name like 'seekavoid_arena_01', got '{env_cfg.id}'")
+        raise ConfigError(f"env.id for a DeepMind Lab env must be a level name like 'seekavoid_arena_01', "
+                          f"got '{env_cfg.id}'")
     if min(env_cfg.width, env_cfg.height) < 16 or max(env_cfg.width, env_cfg.height) > 1024:
-        raise ConfigError(f"env.width x env.height must be between 16x16 and 1024x1024, got {env_cfg.width}x{env_cfg.height}")
+        raise ConfigError(f"env.width x env.height must be between 16x16 and 1024x1024, "
+                          f"got {env_cfg.width}x{env_cfg.height}")
     _deepmind_lab()
 
 

@@ -52,15 +52,18 @@ def check(env_cfg) -> None:
     if not os.path.isfile(scenario_path(env_cfg)):
         raise ConfigError(f"VizDoom scenario '{env_cfg.id}' is not bundled with vizdoom ({scenario_path(env_cfg)})")
     if env_cfg.width > RENDER_W or env_cfg.height > RENDER_H or min(env_cfg.width, env_cfg.height) < 16:
-        raise ConfigError(f"env.width x env.height must be between 16x16 and {RENDER_W}x{RENDER_H}, got {env_cfg.width}x{env_cfg.height}")
+        raise ConfigError(f"env.width x env.height must be between 16x16 and {RENDER_W}x{RENDER_H}, "
+                          f"got {env_cfg.width}x{env_cfg.height}")
     if env_cfg.actions not in ACTION_MODES:
         raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
     if env_cfg.measurements and not _game(env_cfg).get_available_game_variables():
-        raise ConfigError(f"env.measurements=true but scenario '{env_cfg.id}' defines no game variables (set env.measurements=false)")
+        raise ConfigError(f"env.measurements=true but scenario '{env_cfg.id}' defines no game variables "
+                          "(set env.measurements=false)")
     known = _vizdoom().GameVariable.__members__
     for name in env_cfg.shaping:
         if name not in known:
-            raise ConfigError(f"env.shaping: '{name}' is not a VizDoom game variable (e.g. HEALTH, AMMO2, KILLCOUNT, FRAGCOUNT)")
+            raise ConfigError(f"env.shaping: '{name}' is not a VizDoom game variable "
+                              "(e.g. HEALTH, AMMO2, KILLCOUNT, FRAGCOUNT)")
 
 
 def _game(env_cfg):
@@ -180,10 +183,7 @@ class DoomEnv:
         return self._obs()
 
     def step(self, action):
-        if self.single:
-            buttons = self.options[0][int(action)]
-        else:
-            buttons = sum(m[int(a)] for m, a in zip(self.options, action))
+        buttons = self.options[0][int(action)] if self.single else sum(m[int(a)] for m, a in zip(self.options, action))
         before = self._vars
         reward = self.game.make_action(buttons.tolist(), self.frameskip)
         done = self.game.is_episode_finished()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec

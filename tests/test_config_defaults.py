@@ -1,0 +1,63 @@
+"""One source of defaults: composing conf/ gives exactly the dataclasses' defaults, and no option
+file under conf/ repeats a value it would get anyway (from the schema or from its family file)."""
+import dataclasses
+import functools
+import glob
+import os
+
+import helpers
+import pytest
+import yaml
+from helpers import CONF_DIR
+
+from nodes.config import Config
+
+compose = functools.lru_cache(maxsize=None)(helpers.compose)  # read-only here: each option composed once
+
+GROUPS = sorted(d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d)))
+OPTIONS = [(g, os.path.basename(p)[:-5]) for g in GROUPS
+           for p in sorted(glob.glob(os.path.join(CONF_DIR, g, "*.yaml")))]
+IDENTITY = {"name", "family", "id", "mode"}  # keys that say which option this is: always written
+
+
+def raw(group, name):
+    with open(os.path.join(CONF_DIR, group, f"{name}.yaml")) as f:
+        return yaml.safe_load(f) or {}
+
+
+def test_composing_conf_gives_the_dataclass_defaults():
+    composed = compose()
+    assert composed == Config(), [
+        f"{f.name}: conf/ {getattr(composed, f.name)} != schema {getattr(Config(), f.name)}"
+        for f in dataclasses.fields(Config) if getattr(composed, f.name) != getattr(Config(), f.name)]
+
+
+def test_root_config_holds_no_defaults():
+    root = yaml.safe_load(open(os.path.join(CONF_DIR, "config.yaml")))
+    assert set(root) == {"defaults", "hydra"}, "defaults live in nodes/config.py, not in conf/config.yaml"
+
+
+@pytest.mark.parametrize("group,name", OPTIONS, ids=[f"{g}={n}" for g, n in OPTIONS])
+def test_option_file_holds_only_what_differs(group, name):
+    own = raw(group, name)
+    parents = [d for d in own.pop("defaults", []) if d != "_self_"]
+    assert len(parents) <= 1, "an option inherits at most its family file"
+    # what the option would be without its own values: its family file, or the schema's defaults
+    base = getattr(compose(f"{group}={parents[0]}") if parents else Config(), group)
+    repeated = {k: v for k, v in own.items() if k not in IDENTITY and getattr(base, k) == v}
+    assert not repeated, f"conf/{group}/{name}.yaml repeats inherited values: {repeated}"
+    composed = getattr(compose(f"{group}={name}"), group)
+    for key, value in own.items():
+        assert getattr(composed, key) == value, key
+
+
+@pytest.mark.parametrize("group,name", OPTIONS, ids=[f"{g}={n}" for g, n in OPTIONS])
+def test_option_names_itself(group, name):
+    section = getattr(compose(f"{group}={name}"), group)
+    assert getattr(section, "mode" if group == "sampler" else "name") == name
+
+
+def test_games_and_scenarios_inherit_their_family_file():
+    for pattern, family in (("doom_*", "doom"), ("atari_*", "atari"), ("dmlab_*", "dmlab")):
+        for path in glob.glob(os.path.join(CONF_DIR, "env", f"{pattern}.yaml")):
+            assert raw("env", os.path.basename(path)[:-5]).get("defaults") == [family, "_self_"], path

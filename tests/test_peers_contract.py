@@ -1,0 +1,181 @@
+"""One contract, every implementation of nodes.peers.Peers (as TorchRL tests its backends): each
+check below runs against Solo in this process and against DistPeers in a real 2-rank gloo group
+on 127.0.0.1, where every check runs on both ranks, in the same order, as the node loop calls them.
+Checks are written in terms of peers.rank and peers.world_size, so one text holds for any world."""
+import os
+import time
+import traceback
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from helpers import compose, free_port
+from torch import nn
+
+from nodes.models import param_checksum
+from nodes.peers import Peers, Solo
+
+CHECKS = {}
+
+
+def contract(fn):
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def barrier(peers):
+    peers.all_sum(torch.zeros(1))
+
+
+def tiny_model(seed):
+    torch.manual_seed(seed)
+    model = nn.Linear(3, 2)
+    model.register_buffer("stat", torch.full((2,), float(seed)))
+    return model
+
+
+@contract
+def rank_and_writer(peers):
+    assert 0 <= peers.rank < peers.world_size
+    assert peers.is_writer == (peers.rank == 0)
+
+
+@contract
+def start_gives_every_rank_rank0s_parameters_buffers_and_optimizer(peers):
+    def trained(seed):  # a model and an Adam state that differ on every rank
+        model = tiny_model(seed)
+        opt = torch.optim.Adam(model.parameters(), lr=0.1)
+        model(torch.full((4, 3), float(seed + 1))).sum().backward()
+        opt.step()
+        return model, opt
+
+    model, opt = trained(100 + peers.rank)
+    peers.start(model, opt)
+    ref_model, ref_opt = trained(100)  # what rank 0 holds
+    for a, b in zip(list(model.parameters()) + list(model.buffers()),
+                    list(ref_model.parameters()) + list(ref_model.buffers())):
+        assert torch.equal(a, b)
+    mine, ref = opt.state_dict()["state"], ref_opt.state_dict()["state"]
+    assert mine.keys() == ref.keys()
+    for k in ref:
+        for moment in ("exp_avg", "exp_avg_sq"):
+            assert torch.equal(mine[k][moment], ref[k][moment])
+
+
+@contract
+def reduce_gradients_is_the_sample_weighted_mean(peers):
+    model = nn.Linear(2, 1, bias=False)
+    model.weight.grad = torch.full_like(model.weight, float(peers.rank + 1))
+    total = peers.reduce_gradients(model, 10 * (peers.rank + 1))
+    counts = [10 * (r + 1) for r in range(peers.world_size)]
+    assert total == sum(counts)
+    expected = sum(n * (r + 1) for r, n in enumerate(counts)) / sum(counts)
+    assert torch.allclose(model.weight.grad, torch.full_like(model.weight, expected))
+
+
+@contract
+def all_sum_sums_in_place(peers):
+    t = torch.tensor([1.0, float(peers.rank)])
+    out = peers.all_sum(t)
+    assert out is t
+    assert t.tolist() == [float(peers.world_size), float(sum(range(peers.world_size)))]
+
+
+@contract
+def gather_stats_returns_every_ranks_row_by_rank(peers):
+    rows = peers.gather_stats([float(peers.rank), 2.5, -1.0])
+    assert rows == [[float(r), 2.5, -1.0] for r in range(peers.world_size)]
+
+
+@contract
+def check_agreement_returns_one_checksum_per_rank(peers):
+    model = tiny_model(7)
+    assert peers.check_agreement(model, 1) == [param_checksum(model)] * peers.world_size
+
+
+@contract
+def check_agreement_raises_when_a_rank_differs(peers):
+    model = tiny_model(7)
+    last = peers.world_size - 1
+    if last == 0:  # one rank cannot differ from itself
+        assert peers.check_agreement(model, 2) == [param_checksum(model)]
+        return
+    if peers.rank == last:
+        with torch.no_grad():
+            model.weight[0, 0] += 1.0
+    with pytest.raises(RuntimeError, match=rf"parameters diverged at policy version 2: ranks \[{last}\]"):
+        peers.check_agreement(model, 2)
+
+
+@contract
+def others_ready_once_enough_ranks_marked_the_version(peers):
+    version = 12345
+    assert not peers.others_ready(version)  # nobody has marked it
+    barrier(peers)
+    if peers.rank != 0:
+        peers.mark_ready(version)
+    barrier(peers)
+    time.sleep(0.05)  # past any cached answer
+    # rank 0 waits on the others; ready_frac (0.5) of 2 ranks is one rank: rank 1 marked it
+    assert peers.others_ready(version) == (peers.world_size > 1)
+    barrier(peers)
+
+
+def test_every_method_is_abstract_so_no_implementation_can_forget_one():
+    assert {"start", "reduce_gradients", "all_sum", "gather_stats", "check_agreement", "mark_ready",
+            "others_ready", "close"} <= Peers.__abstractmethods__
+
+    class Forgetful(Peers):  # implements everything but others_ready
+        def start(self, model, optimizer): ...
+        def reduce_gradients(self, model, num_samples): ...
+        def all_sum(self, tensor): ...
+        def gather_stats(self, values): ...
+        def check_agreement(self, model, version): ...
+        def mark_ready(self, version): ...
+        def close(self, clean=True): ...
+
+    with pytest.raises(TypeError, match="others_ready"):
+        Forgetful()
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_solo(check):
+    peers = Solo()
+    CHECKS[check](peers)
+    peers.close()
+
+
+def _rank(rank, port, out_dir):
+    from sync.peers import DistPeers
+    from sync.world import World
+
+    peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose("sync.timeout_s=30").sync)
+    results = {}
+    for name, check in CHECKS.items():
+        try:
+            check(peers)
+            results[name] = "ok"
+        except BaseException:  # noqa: BLE001 - reported to the test in the parent
+            results[name] = traceback.format_exc()
+    peers.close()
+    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+
+
+@pytest.fixture(scope="module")
+def dist_results(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("peers"))
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=_rank, args=(r, port, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    return [torch.load(os.path.join(out, f"rank{r}.pt")) for r in range(2)]
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_dist_peers_two_ranks(dist_results, check):
+    for rank, results in enumerate(dist_results):
+        assert results[check] == "ok", f"rank {rank}:\n{results[check]}"
