@@ -55,7 +55,10 @@ def test_video_is_a_playable_mp4(basic_run, tmp_path):
 def test_bad_input_is_one_line(basic_run, tmp_path):
     for args, expect in [((f"run_dir={tmp_path}",), "not a run directory"),
                          ((f"run_dir={basic_run}", "enjoy.episodes=0"), "enjoy.episodes must be >= 1"),
-                         ((f"run_dir={basic_run}", "enjoy.vidoe=true"), "unknown option 'enjoy.vidoe'"),
+                         ((f"run_dir={basic_run}", "enjoy.vidoe=true"),
+                          "unknown config key 'enjoy.vidoe' (options: run_dir"),
+                         ((f"run_dir={basic_run}", "enjoy.episodes=abc"), "bad value for enjoy.episodes: Value 'abc'"),
+                         ((f"run_dir={basic_run}", "enjoy.seed=range(0,3)"), "launch.enjoy plays one policy"),
                          (("enjoy.episodes=3",), "run_dir=PATH is required")]:
         proc = run_module("launch.enjoy", *args, check=False)
         assert proc.returncode == 2 and expect in one_error_line(proc), proc.stderr
