@@ -58,7 +58,7 @@ class RunningNorm(nn.Module):
 
 
 class ConvEncoder(nn.Module):
-    """The seed paper's "simplified" encoder: 3 convolutions + one fully connected layer."""
+    """The "simplified" encoder of Sample Factory (Petrenko et al. 2020): 3 convolutions + one fully connected layer."""
 
     def __init__(self, obs_shape, fc_size: int):
         super().__init__()

@@ -1,8 +1,9 @@
 """Rollout worker: one process (pinned to one core) stepping k envs in two alternating groups.
 
-Double-buffered sampling (seed paper, section 3.1): while the policy worker computes actions for
-group A, this process steps group B, so neither the CPU core nor the policy worker waits. With
-`sampler.double_buffered=false` all k envs form one group and the worker idles during inference.
+Double-buffered sampling (Sample Factory, Petrenko et al. 2020, section 3.1): while the policy
+worker computes actions for group A, this process steps group B, so neither the CPU core nor the
+policy worker waits. With `sampler.double_buffered=false` all k envs form one group and the worker
+idles during inference.
 
 Observations go straight into the env's current trajectory slot; only (worker, group) pairs and
 finished slot numbers travel through the queues.

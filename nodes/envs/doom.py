@@ -1,12 +1,12 @@
 """VizDoom scenarios: pixels, optional measurements, one or several discrete action heads.
 
 Rendering happens at 160x120 (the smallest 4:3 mode VizDoom has) and is resized to
-env.width x env.height (128x72 by default, the seed paper's benchmark size) with
+env.width x env.height (128x72 by default, the benchmark size of Sample Factory, Petrenko et al. 2020) with
 nearest-neighbour index arrays computed once.
 
 Actions (env.actions):
 - single: one head, no-op plus each available button alone (enough for basic, defend_*, ...);
-- heads:  the seed paper's decomposition into independent heads, built from the buttons the
+- heads:  Sample Factory's decomposition (Petrenko et al. 2020) into independent heads, built from the buttons the
   scenario makes available: move (none/forward/backward), strafe (none/left/right), attack,
   sprint, interact, weapon (none or select weapon k), turn (left/right buttons, or 11 turn
   angles when TURN_LEFT_RIGHT_DELTA exists); any other button (JUMP, CROUCH, ...) gets its own
