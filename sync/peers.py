@@ -228,7 +228,7 @@ class DistPeers(Peers):
     def close(self, clean: bool = True) -> None:
         """Leave the group. The heartbeat and watchdog threads are joined first: a daemon thread
         still inside a torch call when the interpreter exits aborts the whole process ("terminate
-        called without an active exception", exit 134; it failed a Slurm job that had finished).
+        called without an active exception", exit 134; tests/test_peers_exit.py reproduces it).
         After a clean end (every rank leaves after the same iteration), rank 0 waits for the others'
         last store call before it goes, since its process hosts the store."""
         self._stop_hb.set()
