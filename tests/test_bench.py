@@ -1,7 +1,12 @@
-"""launch.bench prints the three phases and one JSON line whose ratios match its figures."""
+"""launch.bench prints the three phases and one JSON line whose ratios match its figures; a signal stops
+it with one line."""
 import json
+import signal
+import subprocess
+import sys
+import time
 
-from helpers import FAST_GYM, run_module
+from helpers import FAST_GYM, ROOT, run_module
 
 
 def test_bench_prints_three_phases_and_json(tmp_path):
@@ -28,3 +33,17 @@ def test_bench_nodes_reports_total_per_node_and_sync_share(tmp_path):
     assert abs(sum(result["per_node_fps"]) - result["train_fps"]) / result["train_fps"] < 0.05
     assert all(0 <= s < 1 for s in result["sync_share"])
     assert abs(result["scaling"] - result["train_fps"] / result["single_node_train_fps"]) < 1e-2
+
+
+def test_sigterm_stops_the_bench_with_one_line(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM,
+                             "bench.seconds=60", "bench.warmup_s=1"], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline().startswith("bench: env=gym")
+    time.sleep(4)  # the simulate phase's workers are up
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, out + err
+    assert "Traceback" not in out + err, err[-3000:]
+    assert err.strip().splitlines()[-1] == "bench: stopped by SIGTERM", err
+    assert not (tmp_path / "b").exists()
