@@ -6,7 +6,7 @@ import os
 
 import pytest
 import yaml
-from helpers import one_error_line, run_module
+from helpers import one_error_line, run_module, summary
 
 TINY = ["env=gym", "model.fc_size=16", "model.hidden_size=16", "sampler.num_workers=1", "sampler.envs_per_worker=2",
         "sampler.batch_size=32", "train.max_env_frames=64", "sampler.pin_workers=false", "train.learner_threads=1"]
@@ -52,7 +52,8 @@ def test_every_sweep_form_runs_one_job_per_point(tmp_path):
     (["env=gym,doom_nosuch"], "unknown env 'doom_nosuch'"),
     (["algo.lr=interval(1e-4,1e-3)"], "interval() is sampled by a sweeper plugin"),
     (["algo.lr=choice(1e-4"], "cannot parse override 'algo.lr=choice(1e-4'"),
-], ids=["bad-choice", "cross-key", "bad-option", "interval-basic", "grammar"])
+    (["hydra/sweeper=optuna", "algo.lr=interval(-1,0.1)"], "algo.lr must be > 0, got -1.0 (sweep point algo.lr=-1"),
+], ids=["bad-choice", "cross-key", "bad-option", "interval-basic", "grammar", "interval-optuna"])
 def test_bad_value_inside_a_sweep_is_one_line_before_anything_runs(tmp_path, args, message):
     sweep = tmp_path / "sweep"
     proc = run_module("launch.train", "-m", f"hydra.sweep.dir={sweep}", *TINY, "sampler.rollout=8", *args,
@@ -69,3 +70,17 @@ def test_remove_and_add_keys_of_a_free_form_dict():
     # a dict value merges into what is there (Hydra's rule): say how to add or remove instead
     proc = run_module("launch.train", "env.shaping={HEALTH:0.01}", "--cfg", "job", check=False, timeout=120)
     assert proc.returncode == 2 and "add one with +env.shaping.HEALTH=<value>" in one_error_line(proc)
+
+
+def test_optuna_sweeper_samples_an_interval_and_maximises_the_reward(tmp_path):
+    sweep = str(tmp_path / "optuna")
+    run_module("launch.train", "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2",
+               "hydra.sweeper.direction=maximize", "hydra.sweeper.sampler.seed=0", f"hydra.sweep.dir={sweep}", *TINY,
+               "sampler.rollout=16",
+               "algo.lr=tag(log,interval(0.0005,0.005))", timeout=300)
+    got = points(sweep)
+    assert sorted(got) == [0, 1]
+    assert all(0.0005 <= c["algo"]["lr"] <= 0.005 for c in got.values())
+    rewards = [summary(os.path.join(sweep, str(n)))["mean_episode_reward"] for n in got]
+    result = yaml.safe_load(open(os.path.join(sweep, "optimization_results.yaml")))
+    assert result["best_value"] == pytest.approx(max(rewards))  # the objective each job returned
