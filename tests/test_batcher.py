@@ -1,0 +1,140 @@
+"""The Batcher thread on its own: real shared buffers, the real thread, a list as the trajectory
+queue. Each slot holds values that name it, so a batch's rows, their order and their copy are
+checked exactly, and so is which slots go back to the rollout workers, and when."""
+import queue
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from helpers import compose
+
+from nodes.batcher import Batcher
+from nodes.buffers import allocate
+from nodes.envs import EnvSpec
+
+PER_BATCH, ROLLOUT = 3, 2
+
+
+class ListQueue:
+    def __init__(self, fail=None):
+        self.items, self.lock, self.fail = [], threading.Lock(), fail
+
+    def put_many(self, xs, timeout=None):
+        with self.lock:
+            self.items.extend(xs)
+
+    def get_many(self, timeout=None, **_):
+        if self.fail:
+            raise self.fail
+        with self.lock:
+            got, self.items = self.items, []
+        if not got:
+            time.sleep(0.005)
+            raise queue.Empty
+        return got
+
+
+@pytest.fixture
+def parts():
+    s = compose("env=gym", "sampler.num_workers=1", "sampler.envs_per_worker=2", f"sampler.rollout={ROLLOUT}",
+                f"sampler.batch_size={PER_BATCH * ROLLOUT}").sampler
+    buffers = allocate(EnvSpec((3,), np.float32, (2,)), s, 4)
+    for slot in range(buffers.num_slots):  # every field of a slot says which slot it is
+        buffers.obs[slot] = slot
+        buffers.rewards[slot] = slot * 10
+        buffers.actions[slot] = slot % 2
+        buffers.versions[slot] = slot + 100
+        buffers.h0[slot] = -slot
+    started = []
+
+    def start(fail=None):
+        ch = SimpleNamespace(trajectories=ListQueue(fail), free_slots=ListQueue())
+        stop = threading.Event()
+        batcher = Batcher(buffers, ch, PER_BATCH, stop)
+        batcher.start()
+        started.append((batcher, stop))
+        return batcher, ch, stop
+    yield buffers, start
+    for batcher, stop in started:
+        stop.set()
+        batcher.join(5)
+
+
+def wait_full(batcher, timeout=5.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        batch = batcher.get_full(timeout=0.05)
+        if batch is not None:
+            return batch
+    raise AssertionError("no full batch")
+
+
+def test_a_full_batch_holds_the_slots_in_arrival_order_and_frees_them_at_once(parts):
+    buffers, start = parts
+    batcher, ch, _ = start()
+    ch.trajectories.put_many([5, 2, 6])
+    batch = wait_full(batcher)
+    assert batch.obs[:, 0, 0].tolist() == [5, 2, 6]
+    assert batch.rewards[:, 0].tolist() == [50, 20, 60] and batch.versions[:, 0].tolist() == [105, 102, 106]
+    assert batch.actions[:, 0, 0].tolist() == [1, 0, 0] and batch.h0[:, 0].tolist() == [-5, -2, -6]
+    assert batch.num_samples == PER_BATCH * ROLLOUT
+    assert ch.free_slots.items == [5, 2, 6]
+
+
+def test_the_batch_is_a_copy_of_the_shared_slots(parts):
+    buffers, start = parts
+    batcher, ch, _ = start()
+    ch.trajectories.put_many([1, 2, 3])
+    batch = wait_full(batcher)
+    buffers.obs[1] = 99.0  # a rollout worker reuses the freed slot
+    assert batch.obs[0, 0, 0].item() == 1
+
+
+def test_slots_beyond_a_batch_wait_for_the_next_one(parts):
+    _, start = parts
+    batcher, ch, _ = start()
+    ch.trajectories.put_many([0, 1, 2, 3, 4])
+    assert wait_full(batcher).obs[:, 0, 0].tolist() == [0, 1, 2]
+    t0 = time.time()
+    assert batcher.get_full(timeout=0.1) is None and time.time() - t0 >= 0.09  # 2 pending: no batch
+    assert ch.free_slots.items == [0, 1, 2]
+    ch.trajectories.put_many([6])
+    assert wait_full(batcher).obs[:, 0, 0].tolist() == [3, 4, 6]
+
+
+def test_take_partial_gives_what_is_pending_when_enough(parts):
+    _, start = parts
+    batcher, ch, _ = start()
+    ch.trajectories.put_many([4])
+    time.sleep(0.1)  # the thread has taken it
+    assert batcher.take_partial(2) is None and ch.free_slots.items == []  # below the minimum
+    ch.trajectories.put_many([6])
+    time.sleep(0.1)
+    batch = batcher.take_partial(2)
+    assert batch.obs[:, 0, 0].tolist() == [4, 6] and batch.num_samples == 2 * ROLLOUT
+    assert ch.free_slots.items == [4, 6]
+    ch.trajectories.put_many([1, 2, 3])
+    assert wait_full(batcher).obs[:, 0, 0].tolist() == [1, 2, 3]
+    ch.trajectories.put_many([5, 0, 6])
+    time.sleep(0.1)  # cut as a full batch ahead of time: take_partial hands that over
+    assert batcher.take_partial(1).obs[:, 0, 0].tolist() == [5, 0, 6]
+
+
+def test_an_error_in_the_thread_surfaces_in_the_learner(parts):
+    _, start = parts
+    batcher, _, _ = start(fail=RuntimeError("queue broke"))
+    batcher.join(5)
+    with pytest.raises(RuntimeError, match="batcher failed: RuntimeError\\('queue broke'\\)"):
+        batcher.get_full(timeout=0.01)
+    with pytest.raises(RuntimeError, match="batcher failed"):
+        batcher.take_partial(1)
+
+
+def test_the_stop_event_ends_the_thread(parts):
+    _, start = parts
+    batcher, _, stop = start()
+    stop.set()
+    batcher.join(2)
+    assert not batcher.is_alive()
