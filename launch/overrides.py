@@ -202,10 +202,6 @@ def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name
             loader = GlobalHydra.instance().config_loader()
             overrides = parse(args.overrides, loader)
             plugin_sweeper = any(o.key_or_group == "hydra/sweeper" and o.value() != "basic" for o in overrides)
-            # a sweeper plugin's search space may also come as hydra.sweeper.params.<key>=<sweep>
-            space = [f"{o.key_or_group.removeprefix('hydra.sweeper.params.')}={o.get_value_string()}"
-                     for o in overrides if o.key_or_group.startswith("hydra.sweeper.params.")]
-            overrides += parse(space, loader)
             if any(o.is_interval_sweep() for o in overrides) and not plugin_sweeper:
                 bad = next(o for o in overrides if o.is_interval_sweep())
                 raise ConfigError(f"{bad.input_line}: interval() is sampled by a sweeper plugin, not by Hydra's "

@@ -210,7 +210,13 @@ class Node:
                 seconds = self.stats.seconds
                 self._stop()
                 if outcome != "failed" or (self.learner.version > 0 and self.world == 1):
-                    self.save_checkpoint()
+                    try:
+                        self.save_checkpoint()
+                    except Exception as exc:  # the summary is still written; the first error is reported
+                        if error is None:
+                            outcome, error = "failed", exc
+                        else:
+                            log.warning("final checkpoint not written either: %s", one_line(exc))
                 summary = self.summary(seconds, outcome, collective=outcome != "failed")
                 if tb:
                     tb.close()

@@ -8,6 +8,7 @@ trajectory buffers, and tells each rollout worker which of its groups may step.
 from __future__ import annotations
 
 import queue
+import time
 
 import torch
 
@@ -22,8 +23,8 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
     model = ActorCritic(spec, cfg.model)
     model.eval()
     weights = WeightsReader(shared_weights, model)
-    while not weights.maybe_update():  # the learner publishes version 0 before we start
-        pass
+    while not weights.maybe_update():  # the learner publishes its weights before we start
+        time.sleep(0.001)
     groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
     channels.reports.put(("ready", f"policy{index}"))
     while not control.stop[0]:

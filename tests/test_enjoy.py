@@ -12,11 +12,11 @@ EPISODES = 30
 @pytest.fixture(scope="module")
 def basic_run(tmp_path_factory):
     run = str(tmp_path_factory.mktemp("enjoy") / "run")
-    # 200k frames (~80 s on a quiet 2-core machine): mean score about +40..+60 by then (random: about
-    # -170); at 100k it was still within noise of random in some runs.
-    train(run, "env=doom_basic", "sampler.batch_size=512", "algo.lr=3e-4", "train.max_env_frames=200000",
+    # 120k frames at lr 5e-4 (~70 s on a quiet 2-core machine): enjoy's mean score was -3 and +7 over
+    # 30 episodes (seeds 0 and 1) against about -180 for random play; lr 3e-4 needed 200k frames.
+    train(run, "env=doom_basic", "sampler.batch_size=512", "algo.lr=5e-4", "train.max_env_frames=120000",
           timeout=600)
-    assert summary(run)["env_frames"] >= 200_000
+    assert summary(run)["env_frames"] >= 120_000
     return run
 
 

@@ -1,7 +1,7 @@
 """A crashing worker ends the run with its traceback, exit code 1, a summary and no leftovers."""
 import os
 
-from helpers import summary, train
+from helpers import FAST_GYM, summary, train
 
 from nodes import checkpoint as ckpt
 
@@ -20,3 +20,19 @@ def test_worker_crash_is_reported_with_its_traceback(run_dir):
     if s["policy_version"] > 0:  # a final checkpoint is written when anything was learned
         assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]
     assert not os.listdir(os.path.join(run_dir, ".workers"))  # worker directories removed
+
+
+def test_unexpected_error_is_one_line_on_the_console_and_its_traceback_in_the_log(run_dir):
+    # the checkpoint directory is a file: the first periodic checkpoint fails in the node's main process
+    os.makedirs(run_dir)
+    open(os.path.join(run_dir, "checkpoints"), "w").close()
+    proc = train(run_dir, *FAST_GYM, "train.max_env_frames=0", "train.checkpoint_every_s=0.5", check=False,
+                 timeout=180)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    console = proc.stdout + proc.stderr
+    assert "Traceback" not in console, console[-3000:]
+    errors = [ln for ln in console.splitlines() if "[ERROR]" in ln]
+    assert len(errors) == 1 and "FileExistsError" in errors[0] and "traceback in the log file" in errors[0], errors
+    log = open(os.path.join(run_dir, "train.log")).read()
+    assert "Traceback (most recent call last)" in log and "FileExistsError" in log and "save_checkpoint" in log
+    assert summary(run_dir)["outcome"] == "failed"  # the summary is still written

@@ -1,7 +1,6 @@
 """Hydra's own override grammar through `python -m launch.train`: every sweep form runs one job per
 point, each in its own run directory with a summary.json; a bad value anywhere in a sweep is
 refused with one line and exit code 2 before any job (or process) starts."""
-import itertools
 import os
 
 import pytest
@@ -26,7 +25,7 @@ def test_every_sweep_form_runs_one_job_per_point(tmp_path):
     sweep = str(tmp_path / "sweep")
     run_module("launch.train", "-m", f"hydra.sweep.dir={sweep}", *TINY,
                "seed=0,1",                                        # a,b
-               "algo.lr=tag(lr,choice(0.001,0.002))",             # choice() with a tag()
+               "algo.lr=tag(lr,choice(0.002))",                   # choice() with a tag()
                "sampler.rollout=range(16,32,16)",                 # range(): 16
                "model=glob(ml*)",                                 # glob() over a config group: mlp
                "env.id='tests.envs:SignBandit-v0'",               # a quoted string
@@ -35,9 +34,8 @@ def test_every_sweep_form_runs_one_job_per_point(tmp_path):
                "+env.shaping.BONUS=0.5",                          # +key= adds a key to a free-form dict
                timeout=300)
     got = points(sweep)
-    assert sorted(got) == [0, 1, 2, 3], f"expected 4 jobs with a summary.json: {sorted(got)}"
-    combos = {(c["seed"], c["algo"]["lr"]) for c in got.values()}
-    assert combos == set(itertools.product([0, 1], [0.001, 0.002]))
+    assert sorted(got) == [0, 1], f"expected 2 jobs with a summary.json: {sorted(got)}"
+    assert sorted((c["seed"], c["algo"]["lr"]) for c in got.values()) == [(0, 0.002), (1, 0.002)]
     for c in got.values():
         assert c["sampler"]["rollout"] == 16 and c["model"]["name"] == "mlp"
         assert c["env"]["id"] == "tests.envs:SignBandit-v0" and c["env"]["shaping"] == {"BONUS": 0.5}
