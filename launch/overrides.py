@@ -47,9 +47,24 @@ def refuse(message: str) -> None:
     sys.exit(2)
 
 
+_SCHEMAS: dict[str, Any] = {}
+
+
+def register(name: str, node: type) -> None:
+    """Register a structured config in Hydra's ConfigStore (the `schema` entry of conf/config.yaml)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=name, node=node)
+    _SCHEMAS[name] = OmegaConf.structured(node)
+
+
+def _schema(config_name: str) -> Any | None:
+    return _SCHEMAS.get("schema" if config_name == "config" else config_name)
+
+
 # ----------------------------------------------------------------------------- parsing
 def split_argv(argv: Sequence[str]):
-    """(overrides, hydra flags namespace) as Hydra's own argument parser reads argv; None when
+    """argv as Hydra's own argument parser reads it (.overrides, .multirun, ...); None when
     argparse refuses it (Hydra then prints its usage message itself)."""
     from hydra._internal.utils import get_args_parser
 
@@ -115,9 +130,9 @@ def _composition_error(exc: BaseException, lines: Sequence[str], groups: dict[st
     key = getattr(cause, "full_key", None)
     if isinstance(exc, MissingConfigException):
         for line in lines:
-            key, _, value = line.lstrip("+~").partition("=")
-            if key in groups and value not in groups[key]:
-                return unknown_option(key, value, groups[key])
+            group, _, value = line.lstrip("+~").partition("=")
+            if group in groups and value not in groups[group]:
+                return unknown_option(group, value, groups[group])
         return one_line(exc)
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
         if _free_form(schema, key):
@@ -223,18 +238,3 @@ def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name
                                   else str(exc)) from None
     except ConfigError as exc:
         refuse(str(exc))
-
-
-_SCHEMAS: dict[str, Any] = {}
-
-
-def register(name: str, node: type) -> None:
-    """Register a structured config in Hydra's ConfigStore (the `schema` entry of conf/config.yaml)."""
-    from hydra.core.config_store import ConfigStore
-
-    ConfigStore.instance().store(name=name, node=node)
-    _SCHEMAS[name] = OmegaConf.structured(node)
-
-
-def _schema(config_name: str) -> Any | None:
-    return _SCHEMAS.get("schema" if config_name == "config" else config_name)

@@ -3,10 +3,11 @@ run as subprocesses, the way a user runs them."""
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
+
+from launch.local import free_port  # noqa: F401 - one free_port, for the project and its tests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONF_DIR = os.path.join(ROOT, "conf")
@@ -32,12 +33,6 @@ def compose(*overrides, run_dir=None):
     obj = OmegaConf.to_object(cfg)
     obj.run_dir = run_dir
     return obj
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_module(module, *overrides, timeout=300, check=True, env=None):
