@@ -10,7 +10,7 @@ from helpers import FAST_GYM, ROOT, run_module
 
 
 def test_bench_prints_three_phases_and_json(tmp_path):
-    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.seconds=2",
+    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.seconds=1.5",
                       "bench.warmup_s=1", timeout=240)
     lines = proc.stdout.strip().splitlines()
     result = json.loads(lines[-1])
@@ -25,7 +25,7 @@ def test_bench_prints_three_phases_and_json(tmp_path):
 
 def test_bench_nodes_reports_total_per_node_and_sync_share(tmp_path):
     proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", "nodes=2", *FAST_GYM, "sampler.num_workers=1",
-                      "bench.seconds=2", "bench.warmup_s=1", timeout=300)
+                      "bench.seconds=1.5", "bench.warmup_s=1", timeout=300)
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["nodes"] == 2 and len(result["per_node_fps"]) == 2 and len(result["sync_share"]) == 2
     assert result["train_fps"] > 0 and all(x > 0 for x in result["per_node_fps"])

@@ -83,8 +83,14 @@ def test_sigkill_leaves_no_vizdoom_process_and_no_shm_segment(run_dir):
     assert _shm() - before_shm, "VizDoom engines should hold /dev/shm segments while running"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
-    time.sleep(10)
+
+    def trainer_processes():
+        return subprocess.run(["pgrep", "-f", f"hydra.run.dir={run_dir}"], capture_output=True, text=True).stdout
+
+    deadline = time.time() + 15  # the janitor sees the pipe close within 0.5 s, then kills and cleans
+    while time.time() < deadline and (_vizdoom_pids() & ours or trainer_processes().strip() or _shm() - before_shm):
+        time.sleep(0.2)
     assert not (_vizdoom_pids() & ours), "VizDoom engines outlived a SIGKILLed trainer"
-    left = subprocess.run(["pgrep", "-f", f"hydra.run.dir={run_dir}"], capture_output=True, text=True).stdout
+    left = trainer_processes()
     assert not left.strip(), f"trainer processes left: {left}"
     assert not (_shm() - before_shm), f"/dev/shm segments left: {_shm() - before_shm}"
