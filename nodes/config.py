@@ -172,6 +172,7 @@ def validate(cfg: Any) -> None:
     """Semantic checks on a composed config; raises ConfigError with one line naming the key."""
     s, a, t, e, m, y = cfg.sampler, cfg.algo, cfg.train, cfg.env, cfg.model, cfg.sync
     need(cfg.nodes >= 1, f"nodes must be >= 1, got {cfg.nodes}")
+    need(cfg.seed >= 0, f"seed must be >= 0 (every random stream derives from it), got {cfg.seed}")
     need(s.mode in SAMPLER_MODES, f"sampler.mode must be one of {', '.join(SAMPLER_MODES)}, got '{s.mode}'")
     need(s.mode in IMPLEMENTED_MODES,
          f"sampler.mode={s.mode} is not implemented yet (available: {', '.join(IMPLEMENTED_MODES)})")

@@ -11,6 +11,7 @@ CASES = [
     (["algo.lr=0"], "algo.lr must be > 0, got 0.0"),
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
     (["nodes=0"], "nodes must be >= 1, got 0"),
+    (["seed=-3"], "seed must be >= 0"),
     (["env=gym", "env.id=NoSuchEnv-v0"], "unknown gymnasium env id 'NoSuchEnv-v0'"),
     (["env=doom_basic", "env.id=nosuch.cfg"], "VizDoom scenario 'nosuch.cfg' is not bundled with vizdoom"),
     (["sampler.mode=sync"], "sampler.mode=sync is not implemented yet"),
