@@ -42,13 +42,14 @@ def report(exc: BaseException) -> int:
     return 1
 
 
-def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS) -> int:
-    """Train one node (one rank with `peers`, which it leaves at the end); the exit code."""
+def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, placement=None) -> int:
+    """Train one node (one rank with `peers`, which it leaves at the end); the exit code.
+    placement: where the rank runs (nodes.placement; the node finds it when not given)."""
     from nodes.node import Node
 
     clean = False  # every rank left after the same iteration (then rank 0 waits for the others)
     try:
-        Node(cfg, peers, stop_signals=stop_signals).run()
+        Node(cfg, peers, stop_signals=stop_signals, placement=placement).run()
         clean = True
         return 0
     except Stopped as exc:

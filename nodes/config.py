@@ -13,6 +13,7 @@ is checked separately (nodes.envs.check_env_config), by the launcher, after `val
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,14 +52,17 @@ class EnvConfig:
 @dataclass
 class SamplerConfig:
     mode: str = "async"  # async (Sample Factory APPO) | sync (DD-PPO) | deterministic (HTS-RL)
-    num_workers: int = 2  # rollout worker processes, each pinned to a core
+    # rollout worker processes, each pinned to a core; auto: every core of this rank's share left
+    # after the learner and the policy workers (nodes.placement)
+    num_workers: Any = 2
     envs_per_worker: int = 8
     double_buffered: bool = True  # two env groups per worker alternate between stepping and inference
     num_policy_workers: int = 1  # batched-inference processes
+    policy_device: str = ""  # where the policy workers run: cpu | cuda | cuda:N; "" = train.device
     rollout: int = 32  # trajectory length T (also the BPTT length)
     batch_size: int = 1024  # samples per learner step; a multiple of `rollout`
     pin_workers: bool = True  # pin rollout worker i to core (pin_offset + i) % ncores
-    pin_offset: int = 0  # set per rank when several nodes share a machine
+    pin_offset: int = 0  # start pinning at this core of the rank's share (ranks of one host get disjoint shares)
     num_slots: int = 0  # trajectory buffers in shared memory; 0 = 2 per env + one batch (more only add policy lag)
 
 
@@ -99,8 +103,9 @@ class TrainConfig:
     checkpoint_every_s: float = 300.0
     keep_checkpoints: int = 2
     status_every_s: float = 5.0
-    learner_threads: int = 0  # torch threads in the learner; 0 = the cores this process may use
-    device: str = "cpu"  # cpu | cuda | cuda:N
+    learner_threads: int = 0  # torch threads in the learner; 0 = this rank's cores on CPU, 2 on CUDA
+    # cpu | cuda (one GPU per rank, chosen where the rank starts: nodes.placement) | cuda:N
+    device: str = "cpu"
 
 
 @dataclass
@@ -176,7 +181,10 @@ def validate(cfg: Any) -> None:
     need(s.mode in SAMPLER_MODES, f"sampler.mode must be one of {', '.join(SAMPLER_MODES)}, got '{s.mode}'")
     need(s.mode in IMPLEMENTED_MODES,
          f"sampler.mode={s.mode} is not implemented yet (available: {', '.join(IMPLEMENTED_MODES)})")
-    need(s.num_workers >= 1, f"sampler.num_workers must be >= 1, got {s.num_workers}")
+    auto_workers = s.num_workers == "auto"
+    need(auto_workers or (isinstance(s.num_workers, int) and not isinstance(s.num_workers, bool)
+                          and s.num_workers >= 1),
+         f"sampler.num_workers must be an integer >= 1 or auto, got {s.num_workers!r}")
     need(s.envs_per_worker >= 1, f"sampler.envs_per_worker must be >= 1, got {s.envs_per_worker}")
     need(not s.double_buffered or s.envs_per_worker % 2 == 0,
          "sampler.envs_per_worker must be even with sampler.double_buffered=true (two equal groups), "
@@ -185,7 +193,7 @@ def validate(cfg: Any) -> None:
     need(s.rollout >= 1, f"sampler.rollout must be >= 1, got {s.rollout}")
     need(s.batch_size >= s.rollout and s.batch_size % s.rollout == 0,
          f"sampler.batch_size ({s.batch_size}) must be a positive multiple of sampler.rollout ({s.rollout})")
-    envs, per_batch = s.num_workers * s.envs_per_worker, s.batch_size // max(s.rollout, 1)
+    envs, per_batch = (0 if auto_workers else s.num_workers) * s.envs_per_worker, s.batch_size // max(s.rollout, 1)
     need(s.num_slots == 0 or s.num_slots >= envs + per_batch,
          f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout "
          f"({per_batch}), else sampling deadlocks")
@@ -197,7 +205,8 @@ def validate(cfg: Any) -> None:
     need(t.max_seconds >= 0, f"train.max_seconds must be >= 0, got {t.max_seconds}")
     need(t.checkpoint_every_s > 0, f"train.checkpoint_every_s must be > 0, got {t.checkpoint_every_s}")
     need(t.keep_checkpoints >= 1, f"train.keep_checkpoints must be >= 1, got {t.keep_checkpoints}")
-    need(t.device == "cpu" or t.device.startswith("cuda"), f"train.device must be cpu or cuda[:N], got '{t.device}'")
+    for key, dev in (("train.device", t.device), ("sampler.policy_device", s.policy_device or "cpu")):
+        need(re.fullmatch(r"cpu|cuda(:\d+)?", dev) is not None, f"{key} must be cpu, cuda or cuda:N, got '{dev}'")
     need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
@@ -215,9 +224,9 @@ def validate(cfg: Any) -> None:
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
     need(y.check_every >= 1, f"sync.check_every must be >= 1, got {y.check_every}")
     need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
-    if t.device.startswith("cuda"):
-        import torch
-        need(torch.cuda.is_available(), f"train.device={t.device} but no CUDA device is available")
+    need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
+    # Whether CUDA is there is checked where each rank starts (nodes.placement), not here: this
+    # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
 
 
 def num_slots(s: Any) -> int:
@@ -227,6 +236,7 @@ def num_slots(s: Any) -> int:
     """
     if s.num_slots:
         return s.num_slots
+    assert s.num_workers != "auto", "num_workers=auto is resolved where the rank starts (nodes.placement)"
     return 2 * s.num_workers * s.envs_per_worker + s.batch_size // s.rollout
 
 

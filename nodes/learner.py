@@ -4,6 +4,12 @@ The step: BPTT unroll, V-trace (or GAE) targets, PPO-clipped (or plain) policy l
 - entropy bonus, backward, `peers.reduce_gradients` (the sample-weighted mean over nodes; the
 identity for one node), gradient-norm clipping, Adam, then the observation statistics (their
 moments summed over nodes). nodes/ never imports what implements `peers`.
+
+On a GPU the step never waits for the device until its very end: every logged scalar stays a
+device tensor until one `.tolist()` (the iteration's only host sync; tests/test_learner_device.py
+runs the step on the `meta` device, where any earlier sync or stray CPU tensor raises). The
+policy lag comes from the batch's CPU copy of the versions, and the all-reduce is timed with CUDA
+events (host timers would count the backward it waits for).
 """
 from __future__ import annotations
 
@@ -15,13 +21,22 @@ from torch import nn
 from nodes import losses
 from nodes.peers import Solo
 
+LOGGED = ("loss", "policy_loss", "value_loss", "entropy", "ratio_dev", "grad_norm")
+
+
+def make_optimizer(model: nn.Module, c) -> torch.optim.Optimizer:
+    device = next(model.parameters()).device
+    # fused Adam: one kernel for every parameter on CUDA (the for-each loop is launch-bound there)
+    extra = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.Adam(model.parameters(), lr=c.lr, eps=c.adam_eps, betas=(c.adam_beta1, c.adam_beta2),
+                            **extra)
+
 
 class Learner:
     def __init__(self, model: nn.Module, algo_cfg, peers=None):
         self.model, self.cfg = model, algo_cfg
         self.peers = peers or Solo()
-        self.optimizer = torch.optim.Adam(model.parameters(), lr=algo_cfg.lr, eps=algo_cfg.adam_eps,
-                                          betas=(algo_cfg.adam_beta1, algo_cfg.adam_beta2))
+        self.optimizer = make_optimizer(model, algo_cfg)
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
 
@@ -47,27 +62,36 @@ class Learner:
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=(ratio - 1).abs().mean())
 
-    def train_step(self, batch) -> dict[str, float]:
-        t0 = time.perf_counter()
+    def device_step(self, batch) -> tuple[torch.Tensor, int, float | None]:
+        """The step without any host sync: (the logged scalars as one device tensor, in LOGGED
+        order; the samples over all ranks; the all-reduce's host seconds, or None when it is timed
+        on the device)."""
         batch = batch.to(self.device)
-        lag = (self.version - batch.versions).float()
         parts = self.loss(batch)
         self.optimizer.zero_grad(set_to_none=False)
         parts["loss"].backward()
-        t_sync = time.perf_counter()
+        timer = SyncTimer(self.device)
         global_samples = self.peers.reduce_gradients(self.model, batch.num_samples)
-        t_sync = time.perf_counter() - t_sync
-        grad_norm = (nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
-                     if self.cfg.max_grad_norm > 0 else torch.tensor(0.0))
+        timer.stop()
+        if self.cfg.max_grad_norm > 0:
+            grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
+        else:
+            grad_norm = parts["loss"].new_zeros(())
         self.optimizer.step()
         # Observation statistics change the policy too, so they move with the version: updated
         # after the loss, the learner's policy at loss time is exactly the published one.
         self.model.update_norms(batch.obs[:, :-1], batch.meas[:, :-1], self.peers.all_sum)
         self.version += 1
-        stats = {k: float(v.detach()) for k, v in parts.items()}
-        stats.update(grad_norm=float(grad_norm), policy_lag_mean=float(lag.mean()),
-                     policy_lag_max=float(lag.max()), global_samples=global_samples,
-                     sync_s=t_sync, step_s=time.perf_counter() - t0)
+        scalars = torch.stack([parts[k].detach().float() for k in LOGGED[:-1]] + [grad_norm.detach().float()])
+        return scalars, global_samples, timer
+
+    def train_step(self, batch) -> dict[str, float]:
+        t0 = time.perf_counter()
+        lag = (self.version - batch.versions).float()  # the CPU copy: no device work
+        scalars, global_samples, timer = self.device_step(batch)
+        stats = dict(zip(LOGGED, scalars.tolist()))  # the one host sync of the iteration
+        stats.update(policy_lag_mean=float(lag.mean()), policy_lag_max=float(lag.max()),
+                     global_samples=global_samples, sync_s=timer.seconds(), step_s=time.perf_counter() - t0)
         return stats
 
     def state_dict(self) -> dict:
@@ -78,3 +102,27 @@ class Learner:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.version = int(state["policy_version"])
+
+
+class SyncTimer:
+    """Seconds spent in the gradient all-reduce: a host timer on the CPU; on CUDA a pair of events
+    on the compute stream, from the end of the backward to the reduced gradients, read after the
+    iteration's host sync."""
+
+    def __init__(self, device: torch.device):
+        self.events = None
+        if device.type == "cuda":
+            self.events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            self.events[0].record()
+        self.t0, self.t1 = time.perf_counter(), None
+
+    def stop(self) -> None:
+        if self.events is not None:
+            self.events[1].record()
+        self.t1 = time.perf_counter()
+
+    def seconds(self) -> float:
+        if self.events is not None:
+            self.events[1].synchronize()
+            return self.events[0].elapsed_time(self.events[1]) / 1000.0
+        return self.t1 - self.t0

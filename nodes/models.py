@@ -38,7 +38,7 @@ class RunningNorm(nn.Module):
     def update(self, x: torch.Tensor, all_sum=None) -> None:
         """Fold a batch in; `all_sum` sums the batch moments over nodes so every node agrees."""
         x = x.reshape(-1, *self.mean.shape).double()  # float64: E[x^2] - E[x]^2 on 0..255 pixels
-        moments = torch.cat([torch.tensor([float(x.shape[0])], dtype=torch.float64, device=x.device),
+        moments = torch.cat([x.new_full((1,), float(x.shape[0])),
                              x.sum(0).flatten(), x.pow(2).sum(0).flatten()])
         if all_sum is not None:
             moments = all_sum(moments)

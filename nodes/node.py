@@ -32,12 +32,12 @@ import torch
 from nodes import checkpoint as ckpt
 from nodes import seeds
 from nodes.batcher import Batcher, wait_for_batch
-from nodes.config import cpu_count
 from nodes.envs import env_spec
 from nodes.errors import CheckpointError, Stopped, one_line
 from nodes.learner import Learner
 from nodes.models import ActorCritic, param_checksum
 from nodes.peers import Peers, Solo
+from nodes.placement import Placement, apply, here, use_device
 from nodes.processes import WorkerPool
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 from nodes.signals import StopSignals
@@ -48,20 +48,25 @@ log = logging.getLogger("nodes")
 
 class Node:
     def __init__(self, cfg, peers: Peers | None = None, is_writer: bool | None = None,
-                 stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS):
+                 stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, placement: Placement | None = None):
         """stop_signals: signals that stop the run after the current step (a stop vote with several
-        nodes); a launcher adds its own (launch.slurm: Slurm's preemption signal)."""
+        nodes); a launcher adds its own (launch.slurm: Slurm's preemption signal). placement: this
+        rank's device and cores (nodes.placement; found here when not given); ConfigError when
+        this host cannot run the layout."""
         self.cfg = cfg
         self.peers = peers or Solo()
         self.rank, self.world = self.peers.rank, self.peers.world_size
         self.is_writer = self.peers.is_writer if is_writer is None else is_writer
         self.run_dir = cfg.run_dir
+        self.placement = placement or here(cfg, solo=self.world == 1)
+        apply(cfg, self.placement)
+        use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals)
         self.spec = env_spec(cfg.env)
         torch.manual_seed(seeds.derive(cfg.seed, seeds.MODEL_INIT))
-        torch.set_num_threads(cfg.train.learner_threads or cpu_count())
-        # The learner runs on train.device; policy workers run on the CPU and receive the weights
-        # through shared memory (SharedWeights copies them off the device after each step).
+        torch.set_num_threads(cfg.train.learner_threads)
+        # The learner runs on train.device, the policy workers on sampler.policy_device; they get
+        # the weights through SharedWeights (on the policy workers' device: CUDA IPC on a GPU).
         self.model = ActorCritic(self.spec, cfg.model).to(torch.device(cfg.train.device))
         self.learner = Learner(self.model, cfg.algo, self.peers)
         self.stats = RunStats()
@@ -108,7 +113,8 @@ class Node:
     # ----------------------------------------------------------------- processes
     def _start(self, phase: str) -> None:
         s = self.cfg.sampler
-        self.pool = WorkerPool(self.cfg, self.rank, self.spec, self.model, self.signals, self.stats.add_episode)
+        self.pool = WorkerPool(self.cfg, self.rank, self.spec, self.model, self.signals, self.stats.add_episode,
+                               self.placement.worker_cores)
         self.pool.weights.publish(self.model, self.learner.version)
         self.pool.start(phase)
         if phase != "simulate":

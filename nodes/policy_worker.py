@@ -1,12 +1,19 @@
 """Policy worker: batched inference over every env group that is waiting for an action.
 
 Stateless (hidden states live in shared memory), so any number of policy workers can serve any
-env. Each loop takes all pending requests, runs one forward pass, writes actions, log-probs,
+env. Each loop takes the pending requests, runs one forward pass, writes actions, log-probs,
 values, the policy version and (at a slot's first step) the initial hidden state into the
 trajectory buffers, and tells each rollout worker which of its groups may step.
+
+On a GPU (`sampler.policy_device`, by default `train.device`) observations stay in CPU shared
+memory and cross once per batch: the worker waits up to GPU_WAIT_S for a fuller batch, gathers
+observations, measurements and hidden states into one pinned staging row per env, copies it to
+the GPU in one transfer, and brings actions, log-probs, values and new hidden states back in one
+(`Staging`). On the CPU it indexes the shared buffers directly, as it always has.
 """
 from __future__ import annotations
 
+import math
 import queue
 import time
 
@@ -15,39 +22,135 @@ import torch
 from nodes import seeds
 from nodes.buffers import env_groups
 from nodes.models import ActorCritic
+from nodes.placement import use_device
 from nodes.weights import WeightsReader
 
+GPU_WAIT_S = 0.002  # longest wait for more requests before a GPU forward pass
 
-def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, control, shared_weights) -> None:
+
+class Staging:
+    """One env per row: [obs bytes | measurements, hidden state as float32 bytes] in, and
+    [actions, log-prob, value, new hidden state] as float32 out; both pinned on a GPU, so each
+    direction is one asynchronous copy. Works on the CPU too (tests compare it with the direct
+    path there)."""
+
+    def __init__(self, buffers, device: torch.device, max_batch: int):
+        self.buffers, self.device = buffers, device
+        self.obs_shape = tuple(buffers.obs.shape[2:])
+        self.obs_bytes = math.prod(self.obs_shape) * buffers.obs.element_size()
+        self.obs_pad = -self.obs_bytes % 4  # float32 views need 4-byte alignment
+        self.meas_size, self.h_size = buffers.meas.shape[-1], buffers.env_h.shape[-1]
+        self.heads = buffers.actions.shape[-1]
+        row_in = self.obs_bytes + self.obs_pad + 4 * (self.meas_size + self.h_size)
+        pin = device.type == "cuda"
+        self.host_in = torch.empty(max_batch, row_in, dtype=torch.uint8, pin_memory=pin)
+        self.host_out = torch.empty(max_batch, self.heads + 2 + self.h_size, pin_memory=pin)
+        steps = buffers.obs.shape[0] * buffers.obs.shape[1]
+        self.flat_obs = buffers.obs.view(steps, *self.obs_shape)  # [S*(T+1), ...]
+        self.flat_meas = buffers.meas.view(steps, self.meas_size)
+
+    def _floats(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows[:, self.obs_bytes + self.obs_pad :].view(torch.float32)
+
+    def inputs(self, flat_steps: torch.Tensor, env_ids: torch.Tensor):
+        """(obs, meas, h) on the device for the given [slot * (T+1) + t] steps and envs."""
+        n = len(env_ids)
+        rows = self.host_in[:n]
+        obs_dtype = self.buffers.obs.dtype
+        obs_part = rows[:, : self.obs_bytes].view(obs_dtype).view(n, *self.obs_shape)
+        torch.index_select(self.flat_obs, 0, flat_steps, out=obs_part)
+        floats = self._floats(rows)
+        torch.index_select(self.flat_meas, 0, flat_steps, out=floats[:, : self.meas_size])
+        torch.index_select(self.buffers.env_h, 0, env_ids, out=floats[:, self.meas_size :])
+        dev = rows.to(self.device, non_blocking=True)
+        # contiguous copies on the device (cheap there): convolutions and matmuls want them
+        obs = dev[:, : self.obs_bytes].view(obs_dtype).view(n, *self.obs_shape).contiguous()
+        dev_floats = self._floats(dev)
+        return obs, dev_floats[:, : self.meas_size].contiguous(), dev_floats[:, self.meas_size :].contiguous()
+
+    def outputs(self, actions, logp, values, h_new) -> tuple[torch.Tensor, ...]:
+        """The forward pass's results on the host: one transfer, then one wait for it."""
+        n = len(actions)
+        packed = torch.cat([actions.float(), logp[:, None], values[:, None], h_new], 1)
+        out = self.host_out[:n]
+        out.copy_(packed, non_blocking=True)
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
+        k = self.heads
+        return out[:, :k].long(), out[:, k], out[:, k + 1], out[:, k + 2 :]
+
+
+class Inference:
+    """One batch of requests, from the shared buffers back into them (no queues: testable alone)."""
+
+    def __init__(self, model: ActorCritic, buffers, device: torch.device, staged: bool):
+        self.model, self.b, self.device = model, buffers, device
+        self.T1 = buffers.obs.shape[1]
+        self.staging = Staging(buffers, device, len(buffers.env_slot)) if staged else None
+
+    @torch.inference_mode()
+    def __call__(self, env_ids: torch.Tensor, version: int) -> None:
+        b, model = self.b, self.model
+        slots, ts = b.env_slot[env_ids], b.env_t[env_ids]
+        if self.staging is None:
+            h = b.env_h[env_ids]
+            logits, values, h_new = model.step(b.obs[slots, ts], b.meas[slots, ts], h)
+            actions = model.heads.sample(logits)  # [B, heads]
+            logp = model.heads.log_prob(logits, actions)
+        else:
+            obs, meas, h_dev = self.staging.inputs(slots * self.T1 + ts, env_ids)
+            logits, values, h_new = model.step(obs, meas, h_dev)
+            actions = model.heads.sample(logits)
+            actions, logp, values, h_new = self.staging.outputs(actions, model.heads.log_prob(logits, actions),
+                                                                values, h_new)
+            h = b.env_h[env_ids]
+        b.actions[slots, ts] = actions
+        b.logp[slots, ts] = logp
+        b.values[slots, ts] = values
+        b.versions[slots, ts] = version
+        first = ts == 0
+        if bool(first.any()):
+            b.h0[slots[first]] = h[first]
+        if model.recurrent:
+            b.env_h[env_ids] = h_new
+
+
+def take_requests(requests_queue, wait_s: float, enough: int) -> list:
+    """Pending (worker, group) requests; with wait_s > 0, keep collecting for up to wait_s until
+    `enough` groups ask (a GPU forward pass costs about the same for 8 envs as for 64)."""
+    requests = requests_queue.get_many(timeout=0.1)
+    deadline = time.perf_counter() + wait_s
+    while len(requests) < enough and (left := deadline - time.perf_counter()) > 0:
+        try:
+            requests += requests_queue.get_many(timeout=left)
+        except queue.Empty:
+            break
+    return requests
+
+
+def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, control, shared_weights,
+                      device: str = "cpu") -> None:
+    use_device(device)  # first: the current CUDA device is per process (and per thread)
+    dev = torch.device(device)
     torch.manual_seed(seeds.derive(cfg.seed, seeds.POLICY_SAMPLING, rank, index))
-    model = ActorCritic(spec, cfg.model)
+    model = ActorCritic(spec, cfg.model).to(dev)
     model.eval()
     weights = WeightsReader(shared_weights, model)
     while not weights.maybe_update():  # the learner publishes its weights before we start
         time.sleep(0.001)
     groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
+    infer = Inference(model, buffers, dev, staged=dev.type == "cuda")
+    # with double buffering at most half the groups wait at once; split over the policy workers
+    n_groups = sum(len(g) for g in groups)
+    enough = max(1, n_groups // (2 * cfg.sampler.num_policy_workers))
+    wait_s = GPU_WAIT_S if dev.type == "cuda" else 0.0
     channels.reports.put(("ready", f"policy{index}"))
     while not control.stop[0]:
         try:
-            requests = channels.requests.get_many(timeout=0.1)
+            requests = take_requests(channels.requests, wait_s, enough)
         except queue.Empty:
             continue
         weights.maybe_update()
-        env_ids = torch.cat([groups[w][g] for w, g in requests])
-        slots = buffers.env_slot[env_ids]
-        ts = buffers.env_t[env_ids]
-        h = buffers.env_h[env_ids]
-        with torch.inference_mode():
-            logits, values, h_new = model.step(buffers.obs[slots, ts], buffers.meas[slots, ts], h)
-            actions = model.heads.sample(logits)  # [B, heads]
-            buffers.actions[slots, ts] = actions
-            buffers.logp[slots, ts] = model.heads.log_prob(logits, actions)
-            buffers.values[slots, ts] = values
-            buffers.versions[slots, ts] = weights.version
-            first = ts == 0
-            if bool(first.any()):
-                buffers.h0[slots[first]] = h[first]
-            if model.recurrent:
-                buffers.env_h[env_ids] = h_new
+        infer(torch.cat([groups[w][g] for w, g in requests]), weights.version)
         for w, g in requests:
             channels.actions[w].put(g)

@@ -67,6 +67,20 @@ class Channels:
                    Queue(1 << 20), Queue(1 << 22))
 
 
+@contextlib.contextmanager
+def no_visible_gpu():
+    """Processes spawned inside see no GPU (CUDA_VISIBLE_DEVICES="" in their environment)."""
+    old = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["CUDA_VISIBLE_DEVICES"]
+        else:
+            os.environ["CUDA_VISIBLE_DEVICES"] = old
+
+
 def boot_worker(pgid: int, cpu: int | None) -> None:
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -111,13 +125,14 @@ class WorkerPool:
     """
 
     def __init__(self, cfg, rank: int, spec, model, signals: StopSignals,
-                 on_episode: Callable[[float, int], None]):
+                 on_episode: Callable[[float, int], None], worker_cores: list[int]):
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
+        self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
         self.control = Control.create(s.num_workers)
         self.channels = Channels.create(s.num_workers)
         self.buffers = allocate(spec, s, model.state_size)
-        self.weights = SharedWeights(model)
+        self.weights = SharedWeights(model, s.policy_device or cfg.train.device)
         self.janitor: subprocess.Popen | None = None
         self.procs: list[mp.Process] = []
         self.ready = 0  # workers that reported ready
@@ -135,13 +150,15 @@ class WorkerPool:
                     for i in range(s.num_policy_workers):
                         self.procs.append(spawn(run_policy_worker, f"policy worker {i}", pgid, None, ch.reports,
                                                 cfg, self.rank, i, self.spec, self.buffers, ch, self.control,
-                                                self.weights))
+                                                self.weights, s.policy_device or cfg.train.device))
                     ch.free_slots.put_many(list(range(self.buffers.num_slots)))
-                cpus = sorted(os.sched_getaffinity(0))
-                for w in range(s.num_workers):
-                    cpu = cpus[(s.pin_offset + w) % len(cpus)] if s.pin_workers else None
-                    self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
-                                            cfg, self.rank, w, self.buffers, ch, self.control, phase == "simulate"))
+                cores = self.worker_cores
+                with no_visible_gpu():  # envs never need one; a CUDA context would cost ~300 MB each
+                    for w in range(s.num_workers):
+                        cpu = cores[w % len(cores)] if s.pin_workers else None
+                        self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
+                                                cfg, self.rank, w, self.buffers, ch, self.control,
+                                                phase == "simulate"))
         deadline = time.time() + timeout_s
         while self.ready < len(self.procs):
             if time.time() > deadline:

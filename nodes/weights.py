@@ -1,12 +1,22 @@
 """Learner -> policy workers hand-off of the policy (parameters and buffers) via a seqlock.
 
-The flat shared tensor holds parameters and buffers (observation statistics) in a fixed order.
-The learner bumps `meta[0]` to odd, copies the parameters, stores the version, bumps it to even.
-A reader copies only when the version changed and keeps the copy only if the sequence number was
+One flat tensor holds parameters and buffers (observation statistics) in a fixed order. It lives
+on the policy workers' device: CPU shared memory, or on a GPU a CUDA tensor the policy workers
+open by IPC handle (torch.multiprocessing shares CUDA tensors that way), so weights never leave
+the GPU. The learner makes the sequence number odd, copies the parameters in, waits for that
+copy to finish (a CUDA copy is asynchronous), stores the version and makes the sequence even. A
+reader copies only when the version changed and keeps its copy only if the sequence number was
 even and unchanged across its read, so it never loads half-written weights and never blocks the
-learner.
+learner for longer than a counter update.
+
+Ordering: the sequence number and version are read and written under a process-shared lock
+(a POSIX semaphore). POSIX makes sem_wait/sem_post full memory barriers, so the data copy cannot
+be observed out of order with the counters on any CPU, weakly ordered ones (ARM servers such as
+Grace) included; the lock is held for the counter update only, never during a copy.
 """
 from __future__ import annotations
+
+import multiprocessing as mp
 
 import torch
 from torch import nn
@@ -17,26 +27,48 @@ def policy_tensors(model: nn.Module):
     return list(model.parameters()) + list(model.buffers())
 
 
+def _wait_for_copies(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+
+
 class SharedWeights:
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, device: str | torch.device = "cpu"):
         n = sum(p.numel() for p in policy_tensors(model))
-        self.flat = torch.zeros(n).share_memory_()
+        self.device = torch.device(device)
+        self.flat = torch.zeros(n, device=self.device)
+        if self.device.type == "cpu":
+            self.flat.share_memory_()
         self.meta = torch.zeros(2, dtype=torch.int64).share_memory_()  # [seq, version]
+        self.lock = mp.get_context("spawn").Lock()
+
+    def counters(self) -> tuple[int, int]:
+        """(sequence number, version), read with the barrier the seqlock needs."""
+        with self.lock:
+            return int(self.meta[0]), int(self.meta[1])
 
     def publish(self, model: nn.Module, version: int) -> None:
-        self.meta[0] += 1
+        with self.lock:
+            self.meta[0] += 1
         with torch.no_grad():
-            self.flat.copy_(torch.cat([p.detach().reshape(-1).float() for p in policy_tensors(model)]))
-        self.meta[1] = version
-        self.meta[0] += 1
+            tensors = [p.detach().reshape(-1).float() for p in policy_tensors(model)]
+            if all(t.device == self.device for t in tensors):
+                torch.cat(tensors, out=self.flat)
+            else:
+                self.flat.copy_(torch.cat(tensors))
+        _wait_for_copies(self.device)
+        with self.lock:
+            self.meta[1] = version
+            self.meta[0] += 1
 
     @property
     def version(self) -> int:
-        return int(self.meta[1])
+        return self.counters()[1]
 
 
 class WeightsReader:
-    """Policy-worker side: loads newer weights into a local model when there are any."""
+    """Policy-worker side: loads newer weights into a local model (on the same device as the
+    shared flat tensor) when there are any."""
 
     def __init__(self, shared: SharedWeights, model: nn.Module):
         self.shared, self.model = shared, model
@@ -49,15 +81,14 @@ class WeightsReader:
             offset += p.numel()
 
     def maybe_update(self) -> bool:
-        meta = self.shared.meta
-        if int(meta[1]) == self.version:
+        if int(self.shared.meta[1]) == self.version:  # a racy hint only: the check below decides
             return False
-        seq = int(meta[0])
-        if seq % 2:
-            return False  # being written; try at the next batch
-        version = int(meta[1])
+        seq, version = self.shared.counters()
+        if seq % 2 or version == self.version:
+            return False  # being written (try at the next batch), or nothing new after all
         self._buf.copy_(self.shared.flat)
-        if int(meta[0]) != seq:
+        _wait_for_copies(self.shared.device)
+        if self.shared.counters()[0] != seq:
             return False
         with torch.no_grad():
             for p, v in self._views:
