@@ -257,7 +257,11 @@ def requeue(cfg: Config) -> bool:
         log.error("not requeueing Slurm job %s: it already ran %d times (launcher.max_requeues=%d)", job,
                   restarts + 1, cfg.launcher.max_requeues)
         return False
-    proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    try:
+        proc = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:  # e.g. a container without a Slurm client
+        log.error("scontrol requeue %s failed: %s", job, exc)
+        return False
     if proc.returncode != 0:
         log.error("scontrol requeue %s failed: %s", job, (proc.stderr or proc.stdout).strip())
         return False
