@@ -24,8 +24,10 @@ srun does not need it), and an install without it is refused in one line, before
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
+import math
 import os
 import re
 import shutil
@@ -75,8 +77,58 @@ def check(cfg: Config) -> None:
          f"launcher.job_name must be letters, digits, '_', '.', '-', got '{c.job_name}'")
     sbatch_options(c.sbatch)
     need(all(isinstance(line, str) for line in c.setup), "launcher.setup must be a list of shell lines")
-    need(c.gpus_per_node > 0 or not cfg.train.device.startswith("cuda"),
-         "train.device=cuda needs launcher.gpus_per_node >= 1")
+    resources(cfg)
+
+
+# per process of a rank, resident memory besides the shared buffers (measured on CPU; a CUDA
+# context adds about 0.5 GB to each process that opens one)
+LEARNER_GB, POLICY_WORKER_GB, ROLLOUT_WORKER_GB, CUDA_CONTEXT_GB = 1.5, 0.5, 0.4, 0.5
+
+
+def shared_buffers_gb(cfg: Config) -> float:
+    """The trajectory buffers one rank allocates in /dev/shm (observations dominate)."""
+    import math
+
+    from nodes.config import num_slots
+    from nodes.envs import env_spec
+
+    spec = env_spec(cfg.env)
+    import numpy as np
+
+    obs_bytes = math.prod(spec.obs_shape) * np.dtype(spec.obs_dtype).itemsize
+    s = cfg.sampler
+    return num_slots(s) * (s.rollout + 1) * (obs_bytes + 4 * spec.meas_size + 64) / 2**30
+
+
+def resources(cfg: Config) -> dict:
+    """What one Slurm node is asked for: {gpus_per_node, cpus_per_task, mem_gb}, 0 = Slurm's
+    default. With train.device=cuda: a GPU per task unless set, and cores and memory derived from
+    the layout (a GPU node's Slurm defaults are one core and little memory); ConfigError when
+    they cannot be derived or cannot fit."""
+    c, s = cfg.launcher, cfg.sampler
+    cuda = cfg.train.device.startswith("cuda")
+    auto = s.num_workers == "auto"
+    gpus = c.gpus_per_node or (c.tasks_per_node if cuda else 0)
+    need(not cuda or gpus >= c.tasks_per_node,
+         f"launcher.gpus_per_node ({gpus}) must be >= launcher.tasks_per_node ({c.tasks_per_node}) with "
+         "train.device=cuda: one GPU per rank")
+    need(not cuda or ":" not in cfg.train.device or c.tasks_per_node == 1,
+         f"train.device={cfg.train.device} with launcher.tasks_per_node={c.tasks_per_node} puts every rank of a "
+         "node on one GPU: use train.device=cuda")
+    need(c.cpus_per_task or not auto,
+         "sampler.num_workers=auto with launcher=slurm needs launcher.cpus_per_task (the cores each rank gets)")
+    cpus = c.cpus_per_task
+    if not cpus and cuda:  # a rollout worker per core, plus the learner and the policy workers
+        cpus = s.num_workers + s.num_policy_workers + 1
+    mem = c.mem_gb
+    if not mem and cuda:
+        workers = (cpus - s.num_policy_workers - 1) if auto else s.num_workers
+        resolved = copy.deepcopy(cfg)
+        resolved.sampler.num_workers = max(1, workers)
+        per_task = (shared_buffers_gb(resolved) + LEARNER_GB + s.num_policy_workers * POLICY_WORKER_GB
+                    + (1 + s.num_policy_workers) * CUDA_CONTEXT_GB + max(1, workers) * ROLLOUT_WORKER_GB)
+        mem = math.ceil(1.25 * per_task * c.tasks_per_node)  # 25% headroom
+    return dict(gpus_per_node=gpus, cpus_per_task=cpus, mem_gb=mem)
 
 
 SET_BY_LAUNCHER = ("nodes", "ntasks", "ntasks-per-node", "output", "error", "signal", "open-mode", "array")
@@ -124,9 +176,10 @@ def submit(cfg: Config) -> str:
         additional_parameters={"requeue": True, "signal": f"{sig}@{c.signal_delay_s}", **sbatch_options(c.sbatch)},
         setup=[f"export SUBMITIT_PREEMPT_SIGNAL={sig}", *c.setup],
     )
+    r = resources(cfg)
     optional = dict(partition=c.partition, account=c.account, qos=c.qos, constraint=c.constraint,
-                    gpus_per_node=c.gpus_per_node, cpus_per_task=c.cpus_per_task,
-                    mem=f"{c.mem_gb}GB" if c.mem_gb else None)
+                    gpus_per_node=r["gpus_per_node"], cpus_per_task=r["cpus_per_task"],
+                    mem=f"{r['mem_gb']}GB" if r["mem_gb"] else None)
     params.update({k: v for k, v in optional.items() if v})
     try:
         offset = os.path.getsize(os.path.join(cfg.run_dir, "train.log"))  # wait=true streams from here

@@ -139,9 +139,11 @@ class LauncherConfig:
     wait: bool = False  # slurm: wait for the job, stream rank 0's log, exit 0 only when it ends COMPLETED
     tasks_per_node: int = 1  # ranks per Slurm node; `nodes` (ranks) must be a multiple of it
     time_min: int = 60  # time limit of one run of the job, minutes (a requeued job gets a new one)
-    gpus_per_node: int = 0  # e.g. 1 with train.device=cuda (NCCL)
-    cpus_per_task: int = 0  # 0 = Slurm's default; e.g. sampler.num_workers + 2
-    mem_gb: int = 0  # memory per node; 0 = Slurm's default
+    # 0 = derived (launch.slurm.resources): with train.device=cuda one GPU per task, a core per
+    # process of the layout and memory for it; on CPU, Slurm's defaults
+    gpus_per_node: int = 0
+    cpus_per_task: int = 0  # needed with sampler.num_workers=auto
+    mem_gb: int = 0  # memory per node
     account: str = ""
     qos: str = ""
     constraint: str = ""

@@ -234,8 +234,14 @@ class Node:
 
     def summary(self, seconds: float, outcome: str, collective: bool = True) -> dict:
         st = self.stats
-        # after a failure a peer may be gone: no collective, only this rank's checksum
-        checksums = self.peers.check_agreement(self.model, -1) if collective else [param_checksum(self.model)]
+        # after a failure a peer may be gone: no collective, only this rank's checksum; with
+        # several nodes the last agreed one (after an NCCL failure the GPU must not be touched)
+        if collective:
+            checksums = self.peers.check_agreement(self.model, -1)
+        elif self.world > 1:
+            checksums = [self.peers.last_checksum]
+        else:
+            checksums = [param_checksum(self.model)]
         rows = self.ranks.rows or [st.row(partial=float(self.partial_batches))]
         summary = dict(
             env_frames=st.env_frames, seconds=round(seconds, 3),

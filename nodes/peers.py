@@ -20,6 +20,9 @@ from nodes.models import param_checksum
 class Peers(ABC):
     rank: int
     world_size: int
+    # the parameter digest every rank last agreed on (check_agreement): what the summary reports
+    # after a failure, when a collective cannot run and a GPU may not be touched again
+    last_checksum: str | None = None
 
     @property
     def is_writer(self) -> bool:

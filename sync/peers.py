@@ -1,12 +1,19 @@
 """DistPeers: the multi-node answer to nodes.peers, over torch.distributed.
 
-- Process group: NCCL when the learner is on a GPU, gloo on CPU, rendezvous through a TCPStore
-  on rank 0 (the World's master address and port), every collective bounded by sync.timeout_s.
+- Process group: on a GPU with NCCL, one group with two backends, "cpu:gloo,cuda:nccl": gradients,
+  observation moments and the initial parameters (tensors on the model's device) go over NCCL;
+  stats rows, checksums and the optimizer-state bytes go as CPU tensors over gloo (a tiny NCCL
+  collective costs a kernel launch and a host sync to read). `device_id` makes NCCL connect at
+  init, so a set-up error is reported as such, not later as a lost peer. On CPU (or with
+  sync.backend=gloo and CUDA tensors) plain gloo. Rendezvous through a TCPStore on rank 0 (the
+  World's master address and port); collectives bounded by sync.timeout_s, NCCL's own limit by
+  sync.timeout_s + 60 s (a backstop: our watch below fires first).
 - Start: rank 0's parameters, buffers and optimizer state are broadcast.
 - Every iteration: gradients all-reduced weighted by each node's sample count (one flat
   all-reduce), observation moments summed, a small stats row gathered (it carries stop votes).
 - Every sync.check_every iterations: a sha256 of the parameters all-gathered; any difference is
-  a hard error naming the ranks.
+  a hard error naming the ranks. The last agreed digest is kept (`last_checksum`) for the summary
+  after a failure, when the device may no longer be touched.
 - Stragglers: a rank with a full batch adds itself to the store counter `ready/<version>`; a rank
   still collecting polls that counter and, once sync.ready_frac of the ranks are ready, trains on
   the samples it has (at least sync.min_batch_frac of a batch). The all-reduce weights every
@@ -14,6 +21,12 @@
 - Faults: each rank refreshes `hb/<rank>` in the store every second from a thread. When a
   collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped are
   named in the error; if the store itself is gone, rank 0 (its host) is the lost one.
+  The gradient all-reduce is started asynchronously and waited for here: an NCCL collective
+  returns once queued and a dead peer makes it hang, not fail, so the wait polls the work and,
+  about once a second, the heartbeats; a rank whose heartbeat stopped changing, or
+  sync.timeout_s without an answer, ends it with PeerLost. gloo still fails at once when a
+  peer's socket closes. After any failure an NCCL group is aborted, not destroyed: its kernels
+  waiting for the lost peer never end, and anything queued behind them on the device would hang.
   A watchdog thread backs this up: store operations on a connection to a frozen (not dead)
   rank 0 block without any timeout, so any collective or store call still running after
   sync.timeout_s + 10 s logs the lost rank and ends the process (exit 1); the node's janitor
@@ -42,6 +55,8 @@ from nodes.peers import Peers
 from sync.world import World
 
 HEARTBEAT_S = 1.0
+STALE_BEATS = 2.5  # a heartbeat unchanged for this many periods: the rank is gone
+NCCL_SLACK = timedelta(seconds=60)  # NCCL's own timeout is ours plus this: only a backstop
 CLOSE_JOIN_S = 15.0  # longest wait for a thread or a peer when leaving (a heartbeat set() times out at 10 s)
 log = logging.getLogger("sync")
 
@@ -54,23 +69,52 @@ class Diverged(RuntimeError):
     """Parameters differ between ranks."""
 
 
+def group_backend(device: str, backend: str) -> str:
+    """The init_process_group backend for a learner on `device` and sync.backend (auto|gloo|nccl)."""
+    if backend == "auto":
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+    if backend != "nccl":
+        return backend  # gloo takes CPU and CUDA tensors alike
+    if not device.startswith("cuda"):
+        raise ValueError(f"sync.backend=nccl needs a CUDA device, got train.device={device}")
+    return "cpu:gloo,cuda:nccl"  # NCCL has no CPU tensors: the small ones take gloo
+
+
+def collective_devices(device: str) -> tuple[torch.device, torch.device]:
+    """(bulk, small): where gradients, moments and parameters travel (the model's device), and where
+    stats rows, checksums and pickled objects do: the CPU, whatever the backend, since they are read
+    on the host (on CUDA each would cost a copy and a sync) and gloo carries them."""
+    return torch.device(device), torch.device("cpu")
+
+
 class DistPeers(Peers):
     def __init__(self, world: World, sync_cfg, device: str = "cpu"):
         self.world, self.cfg = world, sync_cfg
         self.rank, self.world_size = world.rank, world.size
-        backend = sync_cfg.backend
-        if backend == "auto":
-            backend = "nccl" if device.startswith("cuda") else "gloo"
-        self.backend = backend
+        self.backend = group_backend(device, sync_cfg.backend)
+        self._nccl = "nccl" in self.backend
         self.device = torch.device(device)
+        if self._nccl and self.device.index is None:  # device_id needs an index
+            self.device = torch.device("cuda", torch.cuda.current_device())
+        self.bulk_device, self.small_device = collective_devices(str(self.device))
         self.timeout = timedelta(seconds=sync_cfg.timeout_s)
+        self.last_checksum: str | None = None  # the digest all ranks last agreed on
+        self._failed = False
         # torchrun may host the store in its agent already (TORCHELASTIC_USE_AGENT_STORE): then
         # every rank, rank 0 included, is a client of it.
         host_store = world.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+        if self._nccl:
+            # our watch names a lost peer and aborts the group; NCCL's watchdog must not abort
+            # the process first on the peer's error (torch's advice for _abort_process_group)
+            os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
         self.store = dist.TCPStore(world.master_addr, world.master_port, world.size,
                                    is_master=host_store, timeout=self.timeout)
-        dist.init_process_group(backend, store=self.store, rank=world.rank, world_size=world.size,
-                                timeout=self.timeout)
+        dist.init_process_group(self.backend, store=self.store, rank=world.rank, world_size=world.size,
+                                timeout=self.timeout + NCCL_SLACK if self._nccl else self.timeout,
+                                device_id=self.device if self._nccl else None)
+        if self._nccl:  # the timeout above is NCCL's backstop; gloo's calls keep ours
+            with contextlib.suppress(AttributeError, RuntimeError):  # a private API: else gloo keeps the backstop
+                dist.group.WORLD._get_backend(torch.device("cpu")).set_timeout(self.timeout)
         self._ready_needed = max(1, math.ceil(sync_cfg.ready_frac * world.size))
         self._last_poll, self._last_ready = 0.0, False
         self._stop_hb = threading.Event()
@@ -80,6 +124,8 @@ class DistPeers(Peers):
         self._hb = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
         self._hb.start()
         self._watched: tuple[str, float] | None = None  # (what, since) of the call in progress
+        self._probe = None  # the main thread's store connection for heartbeat checks
+        self._beats: dict[int, tuple[bytes | None, float]] = {}  # rank -> (heartbeat, seen since)
         self._dog = threading.Thread(target=self._watchdog, name="watchdog", daemon=True)
         self._dog.start()
 
@@ -143,12 +189,70 @@ class DistPeers(Peers):
         except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
             return [0]
 
+    def stale_ranks(self) -> list[int]:
+        """Ranks whose heartbeat has not changed for STALE_BEATS periods, as seen by this rank's
+        clock (one quick look; hosts' clocks are never compared, so clock skew names no one)."""
+        now, stale = time.monotonic(), []
+        try:
+            if self._probe is None:
+                self._probe = dist.PrefixStore("distrl/", dist.TCPStore(
+                    self.world.master_addr, self.world.master_port, self.world_size, is_master=False,
+                    timeout=timedelta(seconds=5)))
+            for r in range(self.world_size):
+                if r == self.rank:
+                    continue
+                key = f"hb/{r}"
+                beat = self._probe.get(key) if self._probe.check([key]) else None  # get() would wait for it
+                seen = self._beats.get(r)
+                if seen is None or seen[0] != beat:
+                    self._beats[r] = (beat, now)
+                elif now - seen[1] > STALE_BEATS * HEARTBEAT_S:
+                    stale.append(r)
+        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
+            return [0]
+        return stale
+
+    def _wait(self, work, what: str) -> None:
+        """Wait for an async collective under our watch: poll it, look at the heartbeats about once
+        a second, give up after sync.timeout_s. A failed gloo work is completed, and wait() raises."""
+        start = time.monotonic()
+        next_look = start + HEARTBEAT_S
+        while not work.is_completed():
+            now = time.monotonic()
+            if now >= next_look:
+                next_look = now + HEARTBEAT_S
+                lost = self.stale_ranks()
+                if lost:
+                    raise PeerLost(f"rank {self.rank}: lost rank {', '.join(map(str, lost))} during {what} "
+                                   f"(no heartbeat for {STALE_BEATS * HEARTBEAT_S:.1f} s)")
+                if now - start > self.cfg.timeout_s:
+                    raise PeerLost(f"rank {self.rank}: a peer stopped answering during {what} "
+                                   f"(no answer for {self.cfg.timeout_s:g} s)")
+            time.sleep(0 if now - start < 0.002 else 0.001)  # a tight spin first: most waits are short
+        work.wait()
+
+    def _fail(self) -> None:
+        """A collective failed. NCCL kernels waiting for a lost peer never end, and every later use of
+        the device (even the checksum's copy to the host) would queue behind them: abort now. gloo
+        needs nothing: its calls raise, and close() destroys the group."""
+        self._failed = True
+        if self._nccl and dist.is_initialized():
+            with contextlib.suppress(Exception):
+                abort = getattr(dist.distributed_c10d, "_abort_process_group", None)
+                if abort is not None:
+                    abort()
+                else:  # an older torch
+                    dist.group.WORLD._get_backend(self.device).abort()
+
     def _guard(self, what: str, fn, *args):
         try:
             with self._watch(what):
                 return fn(*args)
         except (RuntimeError, dist.DistBackendError, dist.DistStoreError) as exc:
-            if isinstance(exc, (PeerLost, Diverged)):
+            if isinstance(exc, Diverged):
+                raise
+            self._fail()
+            if isinstance(exc, PeerLost):
                 raise
             lost = self.lost_ranks()
             who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer failed"
@@ -159,7 +263,7 @@ class DistPeers(Peers):
         def run():
             with torch.no_grad():
                 tensors = list(model.parameters()) + list(model.buffers())
-                flat = torch.cat([t.detach().reshape(-1).float() for t in tensors]).to(self.device)
+                flat = torch.cat([t.detach().reshape(-1).float() for t in tensors]).to(self.bulk_device)
                 dist.broadcast(flat, 0)
                 offset = 0
                 for t in tensors:
@@ -169,9 +273,10 @@ class DistPeers(Peers):
             buf = io.BytesIO()
             torch.save(optimizer.state_dict(), buf)
             obj = [buf.getvalue() if self.rank == 0 else None]
-            dist.broadcast_object_list(obj, 0)
+            dist.broadcast_object_list(obj, 0, device=self.small_device)
             if self.rank != 0:
-                optimizer.load_state_dict(torch.load(io.BytesIO(obj[0]), weights_only=True))
+                optimizer.load_state_dict(torch.load(io.BytesIO(obj[0]), map_location=self.device,
+                                                     weights_only=True))
         self._guard("the initial broadcast", run)
 
     def reduce_gradients(self, model: nn.Module, num_samples: int) -> int:
@@ -179,8 +284,9 @@ class DistPeers(Peers):
         flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.zeros(1, device=params[0].device)])
         flat[:-1].mul_(float(num_samples))
         flat[-1] = float(num_samples)
-        self._guard("the gradient all-reduce", dist.all_reduce, flat)
-        total = float(flat[-1])
+        what = "the gradient all-reduce"
+        self._guard(what, lambda: self._wait(dist.all_reduce(flat, async_op=True), what))
+        total = float(flat[-1])  # only once it completed: on CUDA this is the host sync
         flat[:-1].div_(total)
         offset = 0
         for p in params:
@@ -193,21 +299,22 @@ class DistPeers(Peers):
         return tensor
 
     def gather_stats(self, values: list[float]) -> list[list[float]]:
-        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        mine = torch.tensor(values, dtype=torch.float64, device=self.small_device)
         rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
         self._guard("the stats gather", dist.all_gather, rows, mine)
-        return [row.cpu().tolist() for row in rows]
+        return [row.tolist() for row in rows]
 
     def check_agreement(self, model: nn.Module, version: int) -> list[str]:
         digest = param_checksum(model)
-        mine = torch.tensor(list(bytes.fromhex(digest)), dtype=torch.uint8, device=self.device)
+        mine = torch.tensor(list(bytes.fromhex(digest)), dtype=torch.uint8, device=self.small_device)
         rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
         self._guard("the parameter check", dist.all_gather, rows, mine)
-        sums = [bytes(row.cpu().tolist()).hex() for row in rows]
+        sums = [bytes(row.tolist()).hex() for row in rows]
         differ = [r for r, s in enumerate(sums) if s != sums[0]]
         if differ:
             at = f" at policy version {version}" if version >= 0 else ""
             raise Diverged(f"parameters diverged{at}: ranks {differ} differ from rank 0")
+        self.last_checksum = digest
         return sums
 
     def mark_ready(self, version: int) -> None:
@@ -230,13 +337,16 @@ class DistPeers(Peers):
         still inside a torch call when the interpreter exits aborts the whole process ("terminate
         called without an active exception", exit 134; tests/test_peers_exit.py reproduces it).
         After a clean end (every rank leaves after the same iteration), rank 0 waits for the others'
-        last store call before it goes, since its process hosts the store."""
+        last store call before it goes, since its process hosts the store. An NCCL group left after
+        a failure is aborted: destroying it would wait for kernels that never end."""
         self._stop_hb.set()
         for thread, wait_s in ((self._hb, CLOSE_JOIN_S), (self._dog, 3.0)):
             thread.join(wait_s)
             if thread.is_alive():
                 log.warning("rank %d: the %s thread is still in a store call at exit", self.rank, thread.name)
-        if dist.is_initialized():
+        if self._nccl and (self._failed or not clean):
+            self._fail()
+        elif dist.is_initialized():
             with contextlib.suppress(Exception):
                 dist.destroy_process_group()
         if clean:
