@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from nodes import losses
+from nodes.models import autocast
 from nodes.peers import Solo
 
 LOGGED = ("loss", "policy_loss", "value_loss", "entropy", "ratio_dev", "grad_norm")
@@ -33,8 +34,8 @@ def make_optimizer(model: nn.Module, c) -> torch.optim.Optimizer:
 
 
 class Learner:
-    def __init__(self, model: nn.Module, algo_cfg, peers=None):
-        self.model, self.cfg = model, algo_cfg
+    def __init__(self, model: nn.Module, algo_cfg, peers=None, precision: str = "fp32"):
+        self.model, self.cfg, self.precision = model, algo_cfg, precision
         self.peers = peers or Solo()
         self.optimizer = make_optimizer(model, algo_cfg)
         self.version = 0  # number of optimizer steps taken
@@ -42,7 +43,8 @@ class Learner:
 
     def loss(self, batch) -> dict[str, torch.Tensor]:
         c = self.cfg
-        logits, values = self.model.unroll(batch.obs, batch.meas, batch.h0, batch.dones)
+        with autocast(self.device, self.precision):
+            logits, values = self.model.unroll(batch.obs, batch.meas, batch.h0, batch.dones)
         # summed over action heads; one log-softmax per head serves both
         logp, entropy = self.model.heads.log_prob_and_entropy(logits[:, :-1], batch.actions)
         log_ratio = logp - batch.logp

@@ -13,6 +13,7 @@ so behaviour and learner log-probabilities agree to float precision at equal par
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 
 import torch
@@ -225,7 +226,9 @@ class ActorCritic(nn.Module):
         x = self._features(obs, meas)
         if self.recurrent:
             x, state = self._core(x, state)
-        return self.actor(x), self.critic(x).squeeze(-1), state
+        # logits and values in fp32 whatever the autocast precision: the importance ratio of the
+        # policy worker's and the learner's log-probs must not pick up rounding noise
+        return self.actor(x).float(), self.critic(x).squeeze(-1).float(), state.float()
 
     def unroll(self, obs: torch.Tensor, meas: torch.Tensor, state0: torch.Tensor, dones: torch.Tensor):
         """BPTT over trajectories. obs [B, T+1, ...], meas [B, T+1, M], state0 [B, S], dones [B, T]
@@ -242,7 +245,7 @@ class ActorCritic(nn.Module):
                 if t < t1 - 1:
                     state = state * keep[:, t : t + 1]  # a new episode starts from a zero state
             x = torch.stack(outs, 1)
-        return self.actor(x), self.critic(x).squeeze(-1)
+        return self.actor(x).float(), self.critic(x).squeeze(-1).float()
 
     def update_norms(self, obs: torch.Tensor, meas: torch.Tensor, all_sum=None) -> None:
         self.obs_norm.update(obs, all_sum)
@@ -265,3 +268,12 @@ def param_checksum(model: nn.Module) -> str:
     for p in model.parameters():
         h.update(p.detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
+
+
+def autocast(device: torch.device | str, precision: str):
+    """The forward passes' precision (train.precision), the same in the policy workers and the
+    learner: fp32, or bf16 autocast (matmuls and convolutions; on CPUs with bf16 units and on
+    GPUs). Logits and values leave the model in fp32 either way."""
+    if precision != "bf16":
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)

@@ -68,7 +68,7 @@ class Node:
         # The learner runs on train.device, the policy workers on sampler.policy_device; they get
         # the weights through SharedWeights (on the policy workers' device: CUDA IPC on a GPU).
         self.model = ActorCritic(self.spec, cfg.model).to(torch.device(cfg.train.device))
-        self.learner = Learner(self.model, cfg.algo, self.peers)
+        self.learner = Learner(self.model, cfg.algo, self.peers, cfg.train.precision)
         self.stats = RunStats()
         self.ranks = RankStats()
         self.resumed_from: str | None = None

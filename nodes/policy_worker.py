@@ -21,7 +21,7 @@ import torch
 
 from nodes import seeds
 from nodes.buffers import env_groups
-from nodes.models import ActorCritic
+from nodes.models import ActorCritic, autocast
 from nodes.placement import use_device
 from nodes.weights import WeightsReader
 
@@ -83,8 +83,9 @@ class Staging:
 class Inference:
     """One batch of requests, from the shared buffers back into them (no queues: testable alone)."""
 
-    def __init__(self, model: ActorCritic, buffers, device: torch.device, staged: bool):
+    def __init__(self, model: ActorCritic, buffers, device: torch.device, staged: bool, precision: str = "fp32"):
         self.model, self.b, self.device = model, buffers, device
+        self.autocast = lambda: autocast(device, precision)
         self.T1 = buffers.obs.shape[1]
         self.staging = Staging(buffers, device, len(buffers.env_slot)) if staged else None
 
@@ -94,12 +95,14 @@ class Inference:
         slots, ts = b.env_slot[env_ids], b.env_t[env_ids]
         if self.staging is None:
             h = b.env_h[env_ids]
-            logits, values, h_new = model.step(b.obs[slots, ts], b.meas[slots, ts], h)
+            with self.autocast():
+                logits, values, h_new = model.step(b.obs[slots, ts], b.meas[slots, ts], h)
             actions = model.heads.sample(logits)  # [B, heads]
             logp = model.heads.log_prob(logits, actions)
         else:
             obs, meas, h_dev = self.staging.inputs(slots * self.T1 + ts, env_ids)
-            logits, values, h_new = model.step(obs, meas, h_dev)
+            with self.autocast():
+                logits, values, h_new = model.step(obs, meas, h_dev)
             actions = model.heads.sample(logits)
             actions, logp, values, h_new = self.staging.outputs(actions, model.heads.log_prob(logits, actions),
                                                                 values, h_new)
@@ -139,12 +142,13 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
     while not weights.maybe_update():  # the learner publishes its weights before we start
         time.sleep(0.001)
     groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
-    infer = Inference(model, buffers, dev, staged=dev.type == "cuda")
+    infer = Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision)
     # with double buffering at most half the groups wait at once; split over the policy workers
     n_groups = sum(len(g) for g in groups)
     enough = max(1, n_groups // (2 * cfg.sampler.num_policy_workers))
     wait_s = GPU_WAIT_S if dev.type == "cuda" else 0.0
-    channels.reports.put(("ready", f"policy{index}"))
+    # where the model really is (tests/test_gpu.py reads this from the log)
+    channels.reports.put(("ready", f"policy worker {index}", str(next(model.parameters()).device)))
     while not control.stop[0]:
         try:
             requests = take_requests(channels.requests, wait_s, enough)

@@ -59,7 +59,7 @@ class Channels:
     actions: list[Any]  # policy worker -> rollout worker w: group
     trajectories: Any  # rollout workers -> learner: finished slot
     free_slots: Any  # learner -> rollout workers: slot to fill
-    reports: Any  # everyone -> main: ("episode", reward, length) | ("error", who, text) | ("ready", who)
+    reports: Any  # everyone -> main: ("episode", reward, length) | ("error", who, text) | ("ready", who[, device])
 
     @classmethod
     def create(cls, num_workers: int) -> Channels:
@@ -179,6 +179,8 @@ class WorkerPool:
                 self.on_episode(m[1], m[2])
             elif m[0] == "ready":
                 self.ready += 1
+                if len(m) > 2:
+                    log.info("%s ready on %s", m[1], m[2])
             elif m[0] == "error":
                 raise WorkerFailed(f"{m[1]} crashed:\n{m[2].rstrip()}")
 

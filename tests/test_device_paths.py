@@ -98,3 +98,21 @@ def test_staging_rows_keep_float_parts_aligned_for_odd_observation_sizes():
     buffers = allocate(spec, cfg.sampler, model.state_size)
     st = Staging(buffers, torch.device("cpu"), 4)
     assert (st.obs_bytes + st.obs_pad) % 4 == 0
+
+
+def test_bf16_autocast_trains_end_to_end_with_fp32_log_probs(tmp_path):
+    """train.precision=bf16 on the CPU (this one has bf16 units): policy workers and learner both
+    under autocast, buffers and logits still fp32; a short CartPole run goes through."""
+    from tests.helpers import FAST_GYM, summary, train
+
+    run = str(tmp_path / "run")
+    train(run, *FAST_GYM, "train.precision=bf16", "train.max_env_frames=3000", timeout=180)
+    s = summary(run)
+    assert s["outcome"] == "finished" and s["policy_version"] > 0
+    spec, cfg = _spec_cfg("train.precision=bf16")
+    model = ActorCritic(spec, cfg.model)
+    from nodes.models import autocast
+    with autocast("cpu", "bf16"):
+        logits, values, state = model.step(torch.zeros(2, *spec.obs_shape, dtype=torch.uint8),
+                                           torch.zeros(2, spec.meas_size), torch.zeros(2, model.state_size))
+    assert logits.dtype == values.dtype == state.dtype == torch.float32

@@ -240,3 +240,23 @@ def test_srun_inside_an_allocation(slurm, tmp_path):
     state = slurm.final_state(job)
     assert state == "COMPLETED", open(glob.glob(f"{tmp_path}/slurm-*.out")[0]).read()[-3000:]
     assert_two_node_run(run_dir)
+
+
+def test_gpu_job_is_submitted_from_a_cpu_host_and_fails_on_its_nodes_in_one_line(slurm, tmp_path):
+    """A login node without a GPU submits a train.device=cuda job (asking each node for a GPU per
+    task: the test cluster has count-only GPUs); CUDA is checked where each rank starts, and on
+    these CPU-only nodes every rank fails with one line naming its host, before any worker starts."""
+    run_dir = str(tmp_path / "run")
+    proc = launch(slurm.env, f"hydra.run.dir={run_dir}", *TINY, *SLURM, "launcher.wait=true", "train.device=cuda",
+                  "launcher.cpus_per_task=1")
+    job = re.search(r"submitted Slurm job (\d+)", proc.stdout)
+    assert job, proc.stdout[-3000:] + proc.stderr[-3000:]
+    job = job.group(1)
+    assert proc.returncode == 1 and f"Slurm job {job} ended FAILED" in proc.stdout, proc.stdout[-3000:]
+    assert "--gpus-per-node=1" in open(glob.glob(os.path.join(run_dir, "slurm", f"{job}_submission.sh"))[0]).read()
+    for task in (0, 1):
+        err = open(os.path.join(run_dir, "slurm", f"{job}_{task}_log.err")).read()
+        errors = [ln for ln in err.splitlines() if ln.startswith("error: ")]
+        assert len(errors) == 1 and "train.device=cuda but no CUDA device is visible on host" in errors[0], err[-2000:]
+        assert "Traceback" not in err, err[-3000:]
+    assert not os.path.exists(os.path.join(run_dir, "checkpoints"))
