@@ -11,13 +11,58 @@ import queue
 import threading
 from collections.abc import Callable
 
+import torch
+
 from nodes.buffers import SlotBatch
 
 
+class DeviceFeed:
+    """Batches for a learner on a GPU: slots are gathered into one of two pinned host buffers and
+    copied to the device on a side stream, so the copy overlaps the learner's step; the learner's
+    stream waits on the batch's event (SlotBatch.to). Pinned memory makes the copy asynchronous
+    (from pageable memory it would block this thread and serialise with the learner). A host
+    buffer is reused two batches later, after its copy's event has completed. `versions` stays on
+    the host: the learner reads the policy lag from it without a device sync.
+
+    On the CPU (device=cpu) nothing is pinned and no stream is used: tests run the same gathering."""
+
+    def __init__(self, buffers, per_batch: int, device: torch.device):
+        self.device = device
+        self.cuda = device.type == "cuda"
+        self.stream = torch.cuda.Stream(device) if self.cuda else None
+        self.host = [{name: torch.empty((per_batch, *getattr(buffers, name).shape[1:]),
+                                        dtype=getattr(buffers, name).dtype, pin_memory=self.cuda)
+                      for name in SlotBatch.FIELDS} for _ in range(2)]
+        self.events: list = [None, None]
+        self.next = 0
+
+    def gather(self, buffers, slots: list[int]) -> SlotBatch:
+        k, n = self.next, len(slots)
+        self.next ^= 1
+        if self.events[k] is not None:
+            self.events[k].synchronize()  # this host buffer's previous copy is done (long since)
+        idx = torch.as_tensor(slots, dtype=torch.int64)
+        host = {name: torch.index_select(getattr(buffers, name), 0, idx, out=self.host[k][name][:n])
+                for name in SlotBatch.FIELDS}
+        if not self.cuda:
+            return SlotBatch(**{name: t.clone() for name, t in host.items()})
+        torch.cuda.set_device(self.device)  # the current device is per thread
+        with torch.cuda.stream(self.stream):
+            fields = {name: (t.clone() if name == "versions" else t.to(self.device, non_blocking=True))
+                      for name, t in host.items()}
+            self.events[k] = torch.cuda.Event()
+            self.events[k].record(self.stream)
+        batch = SlotBatch(**fields)
+        batch.ready = self.events[k]
+        return batch
+
+
 class Batcher(threading.Thread):
-    def __init__(self, buffers, channels, per_batch: int, stop: threading.Event):
+    def __init__(self, buffers, channels, per_batch: int, stop: threading.Event, device: torch.device | None = None):
+        """device: the learner's; on a GPU, batches arrive there through a DeviceFeed."""
         super().__init__(name="batcher", daemon=True)
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
+        self.feed = DeviceFeed(buffers, per_batch, device) if device is not None and device.type == "cuda" else None
         self.cond = threading.Condition()
         self.pending: list[int] = []  # finished slots not yet in a batch
         self.ready: SlotBatch | None = None  # a full batch copied out ahead of time
@@ -25,7 +70,7 @@ class Batcher(threading.Thread):
 
     def _cut(self, n: int) -> SlotBatch:
         slots, self.pending = self.pending[:n], self.pending[n:]
-        batch = SlotBatch.copy_slots(self.buffers, slots)
+        batch = self.feed.gather(self.buffers, slots) if self.feed else SlotBatch.copy_slots(self.buffers, slots)
         self.ch.free_slots.put_many(slots)
         return batch
 

@@ -90,6 +90,7 @@ class SlotBatch:
         for name in self.FIELDS:
             setattr(self, name, fields[name])
         self.num_samples = self.rewards.numel()
+        self.ready = None  # a CUDA event when the batch is still being copied to the device (DeviceFeed)
 
     @classmethod
     def copy_slots(cls, buffers: TrajectoryBuffers, slots: list[int]) -> SlotBatch:
@@ -97,9 +98,19 @@ class SlotBatch:
         return cls(**{name: getattr(buffers, name).index_select(0, idx) for name in cls.FIELDS})
 
     def to(self, device: torch.device) -> SlotBatch:
+        """Everything but `versions` (read on the host: the policy lag) on `device`."""
+        if self.ready is not None:  # copied on the batcher's stream: make this stream wait for it
+            stream = torch.cuda.current_stream(device)
+            stream.wait_event(self.ready)
+            for name in self.FIELDS:
+                t = getattr(self, name)
+                if t.device.type == "cuda":
+                    t.record_stream(stream)  # allocated on the side stream, used on this one
+            self.ready = None
         if device.type != "cpu":
             for name in self.FIELDS:
-                setattr(self, name, getattr(self, name).to(device, non_blocking=True))
+                if name != "versions":
+                    setattr(self, name, getattr(self, name).to(device, non_blocking=True))
         return self
 
 

@@ -118,7 +118,8 @@ class Node:
         self.pool.weights.publish(self.model, self.learner.version)
         self.pool.start(phase)
         if phase != "simulate":
-            self.batcher = Batcher(self.pool.buffers, self.pool.channels, s.batch_size // s.rollout, self.batch_stop)
+            self.batcher = Batcher(self.pool.buffers, self.pool.channels, s.batch_size // s.rollout, self.batch_stop,
+                                   self.learner.device)
             self.batcher.start()
 
     def _idle(self) -> None:

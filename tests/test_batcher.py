@@ -138,3 +138,22 @@ def test_the_stop_event_ends_the_thread(parts):
     stop.set()
     batcher.join(2)
     assert not batcher.is_alive()
+
+
+def test_device_feed_gathers_what_copy_slots_does_into_two_alternating_buffers(parts):
+    """The GPU learner's feed (pinned buffers, side stream on CUDA) run on the CPU: the same rows
+    as SlotBatch.copy_slots, batches independent of the reused host buffers, versions on the host."""
+    import torch
+
+    from nodes.batcher import DeviceFeed
+    from nodes.buffers import SlotBatch
+
+    buffers, _ = parts
+    feed = DeviceFeed(buffers, PER_BATCH, torch.device("cpu"))
+    batches = [feed.gather(buffers, slots) for slots in ([4, 1, 2], [0, 3], [5, 6, 0])]
+    for got, slots in zip(batches, ([4, 1, 2], [0, 3], [5, 6, 0])):
+        want = SlotBatch.copy_slots(buffers, slots)
+        for name in SlotBatch.FIELDS:
+            assert torch.equal(getattr(got, name), getattr(want, name)), name
+        assert got.num_samples == len(slots) * ROLLOUT and got.versions.device.type == "cpu"
+    assert feed.next == 1  # three batches: buffers 0, 1, 0
