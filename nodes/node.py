@@ -270,12 +270,12 @@ class Node:
         with self.signals:
             try:
                 self._start(phase)
-                t_end = time.time() + warmup_s + seconds
-                t0, s0 = None, 0
+                t_warm = time.time() + warmup_s
+                t0, s0, t_end = None, 0, math.inf
                 while True:
                     now = time.time()
-                    if t0 is None and now >= t_end - seconds:
-                        t0, s0 = now, self.pool.worker_steps
+                    if t0 is None and now >= t_warm:  # a slow first step may overrun the warm-up:
+                        t0, s0, t_end = now, self.pool.worker_steps, now + seconds  # still measure `seconds`
                     if now >= t_end:
                         return (self.pool.worker_steps - s0) * fs / (now - t0)
                     self._idle()
