@@ -64,10 +64,9 @@ class Learner:
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=(ratio - 1).abs().mean())
 
-    def device_step(self, batch) -> tuple[torch.Tensor, int, float | None]:
-        """The step without any host sync: (the logged scalars as one device tensor, in LOGGED
-        order; the samples over all ranks; the all-reduce's host seconds, or None when it is timed
-        on the device)."""
+    def device_step(self, batch) -> tuple[torch.Tensor, int, SyncTimer]:
+        """The step without any host sync of its own: (the logged scalars as one device tensor, in
+        LOGGED order; the samples over all ranks; the all-reduce's timer, read after the sync)."""
         batch = batch.to(self.device)
         parts = self.loss(batch)
         self.optimizer.zero_grad(set_to_none=False)
