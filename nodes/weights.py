@@ -16,10 +16,13 @@ Grace) included; the lock is held for the counter update only, never during a co
 """
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 
 import torch
 from torch import nn
+
+LOCK_TIMEOUT_S = 10.0
 
 
 def policy_tensors(model: nn.Module):
@@ -47,8 +50,18 @@ class SharedWeights:
         with self.lock:
             return int(self.meta[0]), int(self.meta[1])
 
+    @contextlib.contextmanager
+    def _writing(self):
+        # a reader holds the lock for microseconds; one that died holding it must not hang the learner
+        if not self.lock.acquire(timeout=LOCK_TIMEOUT_S):
+            raise RuntimeError(f"the weights lock was held for {LOCK_TIMEOUT_S:.0f} s: a policy worker died holding it")
+        try:
+            yield
+        finally:
+            self.lock.release()
+
     def publish(self, model: nn.Module, version: int) -> None:
-        with self.lock:
+        with self._writing():
             self.meta[0] += 1
         with torch.no_grad():
             tensors = [p.detach().reshape(-1).float() for p in policy_tensors(model)]
@@ -57,7 +70,7 @@ class SharedWeights:
             else:
                 self.flat.copy_(torch.cat(tensors))
         _wait_for_copies(self.device)
-        with self.lock:
+        with self._writing():
             self.meta[1] = version
             self.meta[0] += 1
 
