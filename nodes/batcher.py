@@ -58,10 +58,14 @@ class DeviceFeed:
 
 
 class Batcher(threading.Thread):
-    def __init__(self, buffers, channels, per_batch: int, stop: threading.Event, device: torch.device | None = None):
-        """device: the learner's; on a GPU, batches arrive there through a DeviceFeed."""
+    def __init__(self, buffers, channels, per_batch: int, stop: threading.Event, device: torch.device | None = None,
+                 hold: bool = False):
+        """device: the learner's; on a GPU, batches arrive there through a DeviceFeed. hold: the
+        slots of a batch go back to the rollout workers only on `release` (sampler.mode=sync:
+        after the update, so every env collects its next rollout with the new policy)."""
         super().__init__(name="batcher", daemon=True)
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
+        self.hold = hold
         self.feed = DeviceFeed(buffers, per_batch, device) if device is not None and device.type == "cuda" else None
         self.cond = threading.Condition()
         self.pending: list[int] = []  # finished slots not yet in a batch
@@ -71,8 +75,15 @@ class Batcher(threading.Thread):
     def _cut(self, n: int) -> SlotBatch:
         slots, self.pending = self.pending[:n], self.pending[n:]
         batch = self.feed.gather(self.buffers, slots) if self.feed else SlotBatch.copy_slots(self.buffers, slots)
-        self.ch.free_slots.put_many(slots)
+        batch.slots = slots
+        if not self.hold:
+            self.ch.free_slots.put_many(slots)
         return batch
+
+    def release(self, batch: SlotBatch) -> None:
+        """hold=True: give a trained batch's slots back to the rollout workers."""
+        if self.hold:
+            self.ch.free_slots.put_many(batch.slots)
 
     def run(self) -> None:
         try:

@@ -91,6 +91,7 @@ class SlotBatch:
             setattr(self, name, fields[name])
         self.num_samples = self.rewards.numel()
         self.ready = None  # a CUDA event when the batch is still being copied to the device (DeviceFeed)
+        self.slots: list[int] = []  # the trajectory slots it was copied from (Batcher)
 
     @classmethod
     def copy_slots(cls, buffers: TrajectoryBuffers, slots: list[int]) -> SlotBatch:

@@ -20,7 +20,7 @@ from typing import Any
 from nodes.errors import need
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
-IMPLEMENTED_MODES = ("async",)
+IMPLEMENTED_MODES = ("async", "sync")
 
 
 @dataclass
@@ -51,7 +51,10 @@ class EnvConfig:
 
 @dataclass
 class SamplerConfig:
-    mode: str = "async"  # async (Sample Factory APPO) | sync (DD-PPO) | deterministic (HTS-RL)
+    # async (Sample Factory APPO) | sync (DD-PPO: every env collects `rollout` steps with the
+    # current policy, then the learner learns on all of them: a batch is every env's rollout and
+    # batch_size is not used) | deterministic (HTS-RL, not implemented yet)
+    mode: str = "async"
     # rollout worker processes, each pinned to a core; auto: every core of this rank's share left
     # after the learner and the policy workers (nodes.placement)
     num_workers: Any = 2
@@ -202,6 +205,9 @@ def validate(cfg: Any) -> None:
     need(s.num_slots == 0 or s.num_slots >= envs + per_batch,
          f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout "
          f"({per_batch}), else sampling deadlocks")
+    need(s.mode != "sync" or cfg.nodes == 1 or not y.straggler,
+         "sampler.mode=sync with several nodes needs sync.straggler=false (DD-PPO's preemption of "
+         "stragglers is not implemented yet)")
     need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
     need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
     need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
@@ -235,15 +241,23 @@ def validate(cfg: Any) -> None:
     # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
 
 
+def slots_per_batch(s: Any) -> int:
+    """Trajectories per learner batch: batch_size / rollout, or in sync mode one per env."""
+    assert s.num_workers != "auto", "num_workers=auto is resolved where the rank starts (nodes.placement)"
+    return s.num_workers * s.envs_per_worker if s.mode == "sync" else s.batch_size // s.rollout
+
+
 def num_slots(s: Any) -> int:
-    """Trajectory buffers: two per env (one filling, one finished) plus one learner batch.
+    """Trajectory buffers: two per env (one filling, one finished) plus one learner batch; in sync
+    mode one per env (an env waits for the learner's update before it collects again).
 
     When the learner is the bottleneck, every extra slot only adds policy lag, so keep it small.
     """
+    if s.mode == "sync":
+        return s.num_workers * s.envs_per_worker
     if s.num_slots:
         return s.num_slots
-    assert s.num_workers != "auto", "num_workers=auto is resolved where the rank starts (nodes.placement)"
-    return 2 * s.num_workers * s.envs_per_worker + s.batch_size // s.rollout
+    return 2 * s.num_workers * s.envs_per_worker + slots_per_batch(s)
 
 
 def cpu_count() -> int:

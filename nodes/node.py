@@ -32,6 +32,7 @@ import torch
 from nodes import checkpoint as ckpt
 from nodes import seeds
 from nodes.batcher import Batcher, wait_for_batch
+from nodes.config import slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import CheckpointError, Stopped, one_line
 from nodes.learner import Learner
@@ -118,8 +119,8 @@ class Node:
         self.pool.weights.publish(self.model, self.learner.version)
         self.pool.start(phase)
         if phase != "simulate":
-            self.batcher = Batcher(self.pool.buffers, self.pool.channels, s.batch_size // s.rollout, self.batch_stop,
-                                   self.learner.device)
+            self.batcher = Batcher(self.pool.buffers, self.pool.channels, slots_per_batch(s), self.batch_stop,
+                                   self.learner.device, hold=s.mode == "sync")
             self.batcher.start()
 
     def _idle(self) -> None:
@@ -153,6 +154,7 @@ class Node:
         self.partial_batches += partial
         train = self.learner.train_step(batch)
         self.pool.weights.publish(self.model, self.learner.version)
+        self.batcher.release(batch)  # sync mode: the envs collect again, with the new policy
         self.pool.poll(timeout=0.0)
         self.stats.add_frames(train["global_samples"] * cfg.env.frameskip)
         self.sync_s_total += train["sync_s"]
@@ -169,7 +171,7 @@ class Node:
     def _train(self, tb: TensorBoard | None) -> None:
         """Start the workers, then iterate until every rank has voted to stop."""
         cfg, t, s = self.cfg, self.cfg.train, self.cfg.sampler
-        min_slots = math.ceil(cfg.sync.min_batch_frac * s.batch_size / s.rollout)
+        min_slots = math.ceil(cfg.sync.min_batch_frac * slots_per_batch(s))
         self._start("train")
         self.stats.start_time = time.time()
         self.stats.start_frames = self.stats.env_frames
@@ -285,5 +287,7 @@ class Node:
                     if batch is not None and phase == "train":
                         self.learner.train_step(batch)
                         self.pool.weights.publish(self.model, self.learner.version)
+                    if batch is not None:
+                        self.batcher.release(batch)
             finally:
                 self._stop()

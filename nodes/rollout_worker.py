@@ -43,6 +43,9 @@ class GroupStepper:
         self.env_t = buffers.env_t.numpy()
         self.env_h = buffers.env_h.numpy()
         self.steps = control.worker_steps.numpy()
+        self.park = cfg.sampler.mode == "sync"
+        self.parked: list = []  # (group, [(env, first observation)]) waiting for free slots
+        self.spare: list[int] = []  # free slots taken for a parked group not yet complete
         self.ep_return = np.zeros(self.k)
         self.ep_len = np.zeros(self.k, dtype=np.int64)
 
@@ -74,7 +77,7 @@ class GroupStepper:
 
     def step_group(self, g: int) -> None:
         """Apply the policy's actions to group g's envs and record the results."""
-        finished = []
+        finished, starting = [], []
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
@@ -94,14 +97,43 @@ class GroupStepper:
             if t == self.T:
                 self.write_obs(slot, t, obs)  # bootstrap observation of the finished slot
                 finished.append(slot)
-                slot, t = self.take_free_slot(), 0
-                self.env_slot[e] = slot
+                starting.append((e, obs))
+                continue
             self.write_obs(slot, t, obs)
             self.env_t[e] = t
         if finished:
             self.ch.trajectories.put_many(finished)
         self.steps[self.w] += len(self.groups[g])
+        if starting and self.park:
+            # sampler.mode=sync: every env has one slot, freed by the learner after its update;
+            # the group waits for it here while this worker steps its other group
+            self.parked.append((g, starting))
+            return
+        for e, obs in starting:
+            self.begin_slot(e, self.take_free_slot(), obs)
         self.ch.requests.put((self.w, g))
+
+    def begin_slot(self, e: int, slot: int, obs) -> None:
+        self.env_slot[e], self.env_t[e] = slot, 0
+        self.write_obs(slot, 0, obs)  # the finished slot's bootstrap observation starts the next one
+
+    def unpark(self, timeout: float) -> None:
+        """Give parked groups (oldest first) the slots that became free; a group asks for actions
+        again once each of its envs has one."""
+        while self.parked:
+            g, starting = self.parked[0]
+            missing = len(starting) - len(self.spare)
+            if missing > 0:
+                try:
+                    self.spare += self.ch.free_slots.get_many(max_messages_to_get=missing, timeout=timeout)
+                except queue.Empty:
+                    return
+                if len(self.spare) < len(starting):
+                    return
+            for e, obs in starting:
+                self.begin_slot(e, self.spare.pop(), obs)
+            self.parked.pop(0)
+            self.ch.requests.put((self.w, g))
 
 
 def run_rollout_worker(cfg, rank: int, worker: int, buffers, channels, control, random_actions: bool = False) -> None:
@@ -125,8 +157,10 @@ def _sample(cfg, worker: int, envs, buffers, channels, control) -> None:
     stepper = GroupStepper(cfg, worker, buffers, channels, envs, control)
     stepper.start()
     while not stepper.stopping():
+        if stepper.parked:
+            stepper.unpark(timeout=0.001)
         try:
-            groups = channels.actions[worker].get_many(timeout=0.1)
+            groups = channels.actions[worker].get_many(timeout=0.005 if stepper.parked else 0.1)
         except queue.Empty:
             continue
         for g in groups:

@@ -46,12 +46,19 @@ class ListQueue:
             raise queue.Empty
         return self.items.pop(0)
 
+    def get_many(self, max_messages_to_get=1 << 30, timeout=None, **_):
+        if not self.items:
+            raise queue.Empty
+        got, self.items = self.items[:max_messages_to_get], self.items[max_messages_to_get:]
+        return got
 
-def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2):
-    # num_slots: enough that no test waits for the learner to return slots
+
+def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2, mode="async"):
+    # num_slots: enough that no test waits for the learner to return slots (sync mode: one per env)
     cfg = compose("env=gym", "sampler.num_workers=1", f"sampler.envs_per_worker={k}",
                   f"sampler.double_buffered={double_buffered}", f"sampler.rollout={rollout}",
-                  f"sampler.batch_size={rollout}", "env.reward_scale=0.5", f"sampler.num_slots={4 * k}")
+                  f"sampler.batch_size={rollout}", "env.reward_scale=0.5", f"sampler.num_slots={4 * k}",
+                  f"sampler.mode={mode}")
     spec = EnvSpec((3,), np.float32, (2,))
     buffers = allocate(spec, cfg.sampler, hidden)
     ch = SimpleNamespace(requests=ListQueue(), trajectories=ListQueue(), free_slots=ListQueue(), reports=ListQueue())
@@ -126,3 +133,32 @@ def test_episode_end_marks_done_zeroes_hidden_state_and_reports_unscaled_reward(
     assert ch.reports.items == [("episode", 2.0, 2), ("episode", 2.0, 2)]
     # the observation after the done is the reset observation of the new episode
     assert buffers.obs[s, 2, 0].item() == envs[0].n
+
+
+def test_sync_mode_parks_a_finished_group_until_the_learner_frees_its_slots():
+    """sampler.mode=sync: one slot per env. A group whose rollout is done hands its slots over and
+    waits (no action request) while the worker's other group keeps stepping; once the learner
+    frees slots it starts its next rollout from the bootstrap observation and asks again."""
+    stepper, buffers, ch, envs = make(mode="sync", rollout=2)
+    assert buffers.num_slots == 4
+    stepper.start()
+    assert ch.free_slots.items == [] and ch.requests.items == [(0, 0), (0, 1)]
+    ch.requests.items.clear()
+    stepper.step_group(0)
+    stepper.step_group(0)  # group 0's rollout of 2 steps is done
+    assert ch.trajectories.items == [0, 1] and ch.requests.items == [(0, 0)]  # the first step asked; the last did not
+    ch.requests.items.clear()
+    stepper.step_group(1)  # the other group is not held up
+    assert ch.requests.items == [(0, 1)]
+    stepper.unpark(timeout=0.0)
+    assert stepper.parked and ch.requests.items == [(0, 1)]  # no free slot yet: still parked
+    ch.free_slots.items = [1]
+    stepper.unpark(timeout=0.0)
+    assert stepper.parked and stepper.spare == [1]  # half of what the group needs
+    ch.free_slots.items = [0]
+    stepper.unpark(timeout=0.0)
+    assert not stepper.parked and ch.requests.items == [(0, 1), (0, 0)]
+    for e, old in ((0, 0), (1, 1)):
+        slot = int(buffers.env_slot[e])
+        assert int(buffers.env_t[e]) == 0
+        assert np.array_equal(buffers.obs[slot, 0].numpy(), buffers.obs[old, 2].numpy())  # the bootstrap obs
