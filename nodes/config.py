@@ -12,7 +12,6 @@ is checked separately (nodes.envs.check_env_config), by the launcher, after `val
 """
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -258,7 +257,3 @@ def num_slots(s: Any) -> int:
     if s.num_slots:
         return s.num_slots
     return 2 * s.num_workers * s.envs_per_worker + slots_per_batch(s)
-
-
-def cpu_count() -> int:
-    return len(os.sched_getaffinity(0))
