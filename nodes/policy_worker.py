@@ -94,9 +94,8 @@ class Inference:
         b, model = self.b, self.model
         slots, ts = b.env_slot[env_ids], b.env_t[env_ids]
         if self.staging is None:
-            h = b.env_h[env_ids]
             with self.autocast():
-                logits, values, h_new = model.step(b.obs[slots, ts], b.meas[slots, ts], h)
+                logits, values, h_new = model.step(b.obs[slots, ts], b.meas[slots, ts], b.env_h[env_ids])
             actions = model.heads.sample(logits)  # [B, heads]
             logp = model.heads.log_prob(logits, actions)
         else:
@@ -106,14 +105,13 @@ class Inference:
             actions = model.heads.sample(logits)
             actions, logp, values, h_new = self.staging.outputs(actions, model.heads.log_prob(logits, actions),
                                                                 values, h_new)
-            h = b.env_h[env_ids]
         b.actions[slots, ts] = actions
         b.logp[slots, ts] = logp
         b.values[slots, ts] = values
         b.versions[slots, ts] = version
         first = ts == 0
-        if bool(first.any()):
-            b.h0[slots[first]] = h[first]
+        if bool(first.any()):  # a slot's first step: keep the state it starts from (env_h, not yet updated)
+            b.h0[slots[first]] = b.env_h[env_ids[first]]
         if model.recurrent:
             b.env_h[env_ids] = h_new
 
