@@ -4,6 +4,10 @@ It collects finished slot numbers from the trajectory queue and copies a full ba
 memory ahead of time, so rollout workers get the slots back at once and the copy overlaps the
 learner's previous step. It can also hand over a partial batch on request: that is how a node that
 is behind its peers contributes the samples it has instead of stalling them (nodes.node).
+
+In rounds (sampler.mode=sync or deterministic) a batch is one rollout of every env, the k-th
+batch exactly the envs' k-th rollouts, ordered by env (so its contents do not depend on which
+worker finished first), and its slots go back to the envs only on `release`.
 """
 from __future__ import annotations
 
@@ -59,31 +63,49 @@ class DeviceFeed:
 
 class Batcher(threading.Thread):
     def __init__(self, buffers, channels, per_batch: int, stop: threading.Event, device: torch.device | None = None,
-                 hold: bool = False):
-        """device: the learner's; on a GPU, batches arrive there through a DeviceFeed. hold: the
-        slots of a batch go back to the rollout workers only on `release` (sampler.mode=sync:
-        after the update, so every env collects its next rollout with the new policy)."""
+                 rounds: bool = False, released: torch.Tensor | None = None):
+        """device: the learner's; on a GPU, batches arrive there through a DeviceFeed. rounds: a
+        batch is one round (per_batch = the envs), and its slots go back to the rollout workers
+        only on `release` (nodes.node decides when: that is what makes the policy lag 0 or 1),
+        by counting the round in `released` (Control.rounds_released): each env owns its slots."""
         super().__init__(name="batcher", daemon=True)
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
-        self.hold = hold
+        self.rounds, self.released = rounds, released
+        assert not rounds or released is not None, "rounds need the shared released-rounds counter"
+        self.round = 0  # rounds: the round the next batch is made of
         self.feed = DeviceFeed(buffers, per_batch, device) if device is not None and device.type == "cuda" else None
         self.cond = threading.Condition()
         self.pending: list[int] = []  # finished slots not yet in a batch
         self.ready: SlotBatch | None = None  # a full batch copied out ahead of time
         self.error: BaseException | None = None
 
-    def _cut(self, n: int) -> SlotBatch:
-        slots, self.pending = self.pending[:n], self.pending[n:]
+    def _next_slots(self) -> list[int] | None:
+        """The slots of the next full batch, taken out of `pending`; None while it is not full."""
+        if not self.rounds:
+            if len(self.pending) < self.per_batch:
+                return None
+            slots, self.pending = self.pending[: self.per_batch], self.pending[self.per_batch :]
+            return slots
+        of_round = self.buffers.slot_round[self.pending] == self.round if self.pending else None
+        if of_round is None or int(of_round.sum()) < self.per_batch:
+            return None
+        slots = [s for s, mine in zip(self.pending, of_round.tolist()) if mine]
+        self.pending = [s for s, mine in zip(self.pending, of_round.tolist()) if not mine]
+        self.round += 1
+        return sorted(slots, key=lambda s: int(self.buffers.slot_env[s]))
+
+    def _cut(self, slots: list[int]) -> SlotBatch:
         batch = self.feed.gather(self.buffers, slots) if self.feed else SlotBatch.copy_slots(self.buffers, slots)
         batch.slots = slots
-        if not self.hold:
+        if not self.rounds:
             self.ch.free_slots.put_many(slots)
         return batch
 
-    def release(self, batch: SlotBatch) -> None:
-        """hold=True: give a trained batch's slots back to the rollout workers."""
-        if self.hold:
-            self.ch.free_slots.put_many(batch.slots)
+    def release(self, batch: SlotBatch | None) -> None:
+        """rounds=True: give a batch's slots back to their envs (None: nothing). Rounds are
+        batched and released in order, so counting them says which slots are free."""
+        if self.rounds and batch is not None:
+            self.released += 1
 
     def run(self) -> None:
         try:
@@ -94,8 +116,8 @@ class Batcher(threading.Thread):
                     got = []
                 with self.cond:
                     self.pending += got
-                    if self.ready is None and len(self.pending) >= self.per_batch:
-                        self.ready = self._cut(self.per_batch)
+                    if self.ready is None and (slots := self._next_slots()) is not None:
+                        self.ready = self._cut(slots)
                         self.cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - surfaced by the main loop
             self.error = exc
@@ -120,7 +142,9 @@ class Batcher(threading.Thread):
                 batch, self.ready = self.ready, None
                 return batch
             if len(self.pending) >= max(min_slots, 1):
-                return self._cut(min(len(self.pending), self.per_batch))
+                n = min(len(self.pending), self.per_batch)
+                slots, self.pending = self.pending[:n], self.pending[n:]
+                return self._cut(slots)
         return None
 
 

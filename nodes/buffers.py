@@ -33,6 +33,11 @@ class TrajectoryBuffers:
     dones: torch.Tensor  # [S, T] episode ended after this step
     versions: torch.Tensor  # [S, T] policy version that chose the action
     h0: torch.Tensor  # [S, H] recurrent state before step 0 (H = model.state_size)
+    slot_env: torch.Tensor  # [S] int64: the env (index in the rank) filling the slot
+    slot_round: torch.Tensor  # [S] int64: that env's rollouts before this one, this launch (rounds: nodes.batcher)
+    # [S, T, A] U(0,1) draws that decide the actions (A = sum of the action heads' sizes) in
+    # sampler.mode=deterministic, written by the env's rollout worker from the env's own stream; A = 0 otherwise
+    uniforms: torch.Tensor
     # per env
     env_slot: torch.Tensor  # [E] int64: slot the env is writing
     env_t: torch.Tensor  # [E] int64: step inside that slot
@@ -64,6 +69,9 @@ def allocate(spec, sampler_cfg, state_size: int) -> TrajectoryBuffers:
         dones=shared(s, t, dtype=torch.bool),
         versions=shared(s, t, dtype=torch.int64),
         h0=shared(s, state_size),
+        slot_env=shared(s, dtype=torch.int64),
+        slot_round=shared(s, dtype=torch.int64),
+        uniforms=shared(s, t, sum(spec.action_heads) if sampler_cfg.mode == "deterministic" else 0),
         env_slot=shared(e, dtype=torch.int64),
         env_t=shared(e, dtype=torch.int64),
         env_h=shared(e, state_size),
@@ -117,12 +125,18 @@ class SlotBatch:
 
 @dataclass
 class Control:
-    """Tiny shared state: the stop flag and per-worker env-step counters (one writer each)."""
+    """Tiny shared state: the stop flag and per-worker env-step counters (one writer each), and
+    the policy version the workers started at (a constant: the env and action streams' key)."""
 
     stop: torch.Tensor  # [1] int64, nonzero = every worker leaves its loop
     worker_steps: torch.Tensor  # [W] int64, agent steps taken by rollout worker w
+    # [1] int64, in rounds (sync, deterministic): rounds whose slots the learner gave back (one
+    # writer: the batcher); env e may begin its round r once r < released + slots per env
+    rounds_released: torch.Tensor
+    start_version: int = 0
 
     @classmethod
-    def create(cls, num_workers: int) -> Control:
+    def create(cls, num_workers: int, start_version: int = 0) -> Control:
         return cls(torch.zeros(1, dtype=torch.int64).share_memory_(),
-                   torch.zeros(num_workers, dtype=torch.int64).share_memory_())
+                   torch.zeros(num_workers, dtype=torch.int64).share_memory_(),
+                   torch.zeros(1, dtype=torch.int64).share_memory_(), start_version)

@@ -19,7 +19,6 @@ from typing import Any
 from nodes.errors import need
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
-IMPLEMENTED_MODES = ("async", "sync")
 
 
 @dataclass
@@ -52,7 +51,9 @@ class EnvConfig:
 class SamplerConfig:
     # async (Sample Factory APPO) | sync (DD-PPO: every env collects `rollout` steps with the
     # current policy, then the learner learns on all of them: a batch is every env's rollout and
-    # batch_size is not used) | deterministic (HTS-RL, not implemented yet)
+    # batch_size is not used) | deterministic (HTS-RL: as sync, but the envs collect the next
+    # rollout while the learner learns on the last one, with the policy one update older; on a
+    # CPU a run is bit-for-bit reproducible for its seed, whatever the layout of the same envs)
     mode: str = "async"
     # rollout worker processes, each pinned to a core; auto: every core of this rank's share left
     # after the learner and the policy workers (nodes.placement)
@@ -186,8 +187,6 @@ def validate(cfg: Any) -> None:
     need(cfg.nodes >= 1, f"nodes must be >= 1, got {cfg.nodes}")
     need(cfg.seed >= 0, f"seed must be >= 0 (every random stream derives from it), got {cfg.seed}")
     need(s.mode in SAMPLER_MODES, f"sampler.mode must be one of {', '.join(SAMPLER_MODES)}, got '{s.mode}'")
-    need(s.mode in IMPLEMENTED_MODES,
-         f"sampler.mode={s.mode} is not implemented yet (available: {', '.join(IMPLEMENTED_MODES)})")
     auto_workers = s.num_workers == "auto"
     need(auto_workers or (isinstance(s.num_workers, int) and not isinstance(s.num_workers, bool)
                           and s.num_workers >= 1),
@@ -207,6 +206,9 @@ def validate(cfg: Any) -> None:
     need(s.mode != "sync" or cfg.nodes == 1 or not y.straggler,
          "sampler.mode=sync with several nodes needs sync.straggler=false (DD-PPO's preemption of "
          "stragglers is not implemented yet)")
+    need(s.mode != "deterministic" or cfg.nodes == 1 or not y.straggler,
+         "sampler.mode=deterministic with several nodes needs sync.straggler=false (cutting a straggler's "
+         "rollout short depends on timing, so it is not reproducible)")
     need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
     need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
     need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
@@ -240,20 +242,29 @@ def validate(cfg: Any) -> None:
     # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
 
 
+def in_rounds(s: Any) -> bool:
+    """Whether the envs collect in rounds of one rollout each, a batch being one round of every env
+    (sync, deterministic), rather than slots being batched as they finish (async)."""
+    return s.mode in ("sync", "deterministic")
+
+
 def slots_per_batch(s: Any) -> int:
-    """Trajectories per learner batch: batch_size / rollout, or in sync mode one per env."""
+    """Trajectories per learner batch: batch_size / rollout, or one per env in rounds."""
     assert s.num_workers != "auto", "num_workers=auto is resolved where the rank starts (nodes.placement)"
-    return s.num_workers * s.envs_per_worker if s.mode == "sync" else s.batch_size // s.rollout
+    return s.num_workers * s.envs_per_worker if in_rounds(s) else s.batch_size // s.rollout
 
 
 def num_slots(s: Any) -> int:
     """Trajectory buffers: two per env (one filling, one finished) plus one learner batch; in sync
-    mode one per env (an env waits for the learner's update before it collects again).
+    mode one per env (an env waits for the learner's update before it collects again); in
+    deterministic mode two per env (one round filling while the learner learns on the other).
 
     When the learner is the bottleneck, every extra slot only adds policy lag, so keep it small.
     """
     if s.mode == "sync":
         return s.num_workers * s.envs_per_worker
+    if s.mode == "deterministic":
+        return 2 * s.num_workers * s.envs_per_worker
     if s.num_slots:
         return s.num_slots
     return 2 * s.num_workers * s.envs_per_worker + slots_per_batch(s)

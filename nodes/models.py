@@ -135,11 +135,14 @@ class ActionHeads:
     def split(self, logits: torch.Tensor):
         return [torch.log_softmax(x, -1) for x in logits.split(self.sizes, -1)]
 
-    def sample(self, logits: torch.Tensor) -> torch.Tensor:
-        """One action per head: [..., heads] int64 (Gumbel-max, any batch shape)."""
+    def sample(self, logits: torch.Tensor, uniforms: torch.Tensor | None = None) -> torch.Tensor:
+        """One action per head: [..., heads] int64 (Gumbel-max, any batch shape). uniforms: the
+        U(0,1) draws to use, shaped like logits (sampler.mode=deterministic: drawn per env from
+        the env's own stream); None: torch's generator of this process."""
         out = []
-        for logp in self.split(logits):
-            u = torch.rand_like(logp).clamp_(1e-10, 1.0)
+        u_heads = uniforms.split(self.sizes, -1) if uniforms is not None else [None] * len(self.sizes)
+        for logp, u in zip(self.split(logits), u_heads):
+            u = (torch.rand_like(logp) if u is None else u.to(logp.dtype)).clamp(1e-10, 1.0)
             out.append((logp - torch.log(-torch.log(u))).argmax(-1))
         return torch.stack(out, -1)
 

@@ -32,7 +32,8 @@ import torch
 from nodes import checkpoint as ckpt
 from nodes import seeds
 from nodes.batcher import Batcher, wait_for_batch
-from nodes.config import slots_per_batch
+from nodes.buffers import SlotBatch
+from nodes.config import in_rounds, slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import CheckpointError, Stopped, one_line
 from nodes.learner import Learner
@@ -76,6 +77,7 @@ class Node:
         self.pool: WorkerPool | None = None
         self.batcher: Batcher | None = None
         self.batch_stop = threading.Event()
+        self.held: SlotBatch | None = None  # deterministic mode: the batch whose slots the envs get next
         self.partial_batches = 0  # batches this rank cut short (straggler handling)
         self.sync_s_total = 0.0  # seconds this rank spent in the gradient all-reduce
         # With several nodes a signal is a vote to stop at the end of the current iteration (all
@@ -115,12 +117,12 @@ class Node:
     def _start(self, phase: str) -> None:
         s = self.cfg.sampler
         self.pool = WorkerPool(self.cfg, self.rank, self.spec, self.model, self.signals, self.stats.add_episode,
-                               self.placement.worker_cores)
+                               self.placement.worker_cores, start_version=self.learner.version)
         self.pool.weights.publish(self.model, self.learner.version)
         self.pool.start(phase)
         if phase != "simulate":
             self.batcher = Batcher(self.pool.buffers, self.pool.channels, slots_per_batch(s), self.batch_stop,
-                                   self.learner.device, hold=s.mode == "sync")
+                                   self.learner.device, rounds=in_rounds(s), released=self.pool.control.rounds_released)
             self.batcher.start()
 
     def _idle(self) -> None:
@@ -152,9 +154,7 @@ class Node:
         batch, partial = wait_for_batch(self.batcher, self.peers, self.learner.version, cfg.sync.straggler,
                                            min_slots, self._idle)
         self.partial_batches += partial
-        train = self.learner.train_step(batch)
-        self.pool.weights.publish(self.model, self.learner.version)
-        self.batcher.release(batch)  # sync mode: the envs collect again, with the new policy
+        train = self._learn(batch)
         self.pool.poll(timeout=0.0)
         self.stats.add_frames(train["global_samples"] * cfg.env.frameskip)
         self.sync_s_total += train["sync_s"]
@@ -166,6 +166,27 @@ class Node:
         self.ranks.add([RankRow.from_floats(r) for r in self.peers.gather_stats(mine.to_floats())])
         if self.world > 1 and self.learner.version % cfg.sync.check_every == 0:
             self.peers.check_agreement(self.model, self.learner.version)
+        return train
+
+    def _learn(self, batch: SlotBatch) -> dict:
+        """The update on `batch`, and when the policy workers and the envs see its result: the
+        order is what makes each mode's policy lag.
+
+        async and sync: learn, publish, give the slots back (sync: the envs were waiting for
+        them, so every rollout starts with the newest policy: lag 0). deterministic (HTS-RL): the
+        batch is round k, collected with policy k-1 while the learner made policy k out of round
+        k-1; publish policy k, give the envs round k-1's slots so they collect round k+1 with
+        policy k, and learn on round k meanwhile: every update is on data exactly one policy
+        older (lag 1; the first 0), and no env can see a policy before every env finished the
+        round, so which policy chose which action never depends on timing."""
+        if self.cfg.sampler.mode == "deterministic":
+            self.pool.weights.publish(self.model, self.learner.version)
+            self.batcher.release(self.held)
+            self.held = batch
+            return self.learner.train_step(batch)
+        train = self.learner.train_step(batch)
+        self.pool.weights.publish(self.model, self.learner.version)
+        self.batcher.release(batch)
         return train
 
     def _train(self, tb: TensorBoard | None) -> None:
@@ -285,9 +306,8 @@ class Node:
                         continue
                     batch = self.batcher.get_full(timeout=0.05)
                     if batch is not None and phase == "train":
-                        self.learner.train_step(batch)
-                        self.pool.weights.publish(self.model, self.learner.version)
-                    if batch is not None:
+                        self._learn(batch)
+                    elif batch is not None:
                         self.batcher.release(batch)
             finally:
                 self._stop()

@@ -81,30 +81,45 @@ class Staging:
 
 
 class Inference:
-    """One batch of requests, from the shared buffers back into them (no queues: testable alone)."""
+    """One batch of requests, from the shared buffers back into them (no queues: testable alone).
 
-    def __init__(self, model: ActorCritic, buffers, device: torch.device, staged: bool, precision: str = "fp32"):
-        self.model, self.b, self.device = model, buffers, device
+    With per_env (sampler.mode=deterministic on a CPU) every env's forward pass runs alone, as a
+    batch of one: CPU kernels choose their blocking, and with it the order of their sums, by
+    batch size and row position (on this machine a row differed in its last bits between batches
+    of 2 and of 3), so an env's action would otherwise depend on which envs happened to share its
+    request. Actions are drawn with the buffers' per-env uniforms when there are any."""
+
+    def __init__(self, model: ActorCritic, buffers, device: torch.device, staged: bool, precision: str = "fp32",
+                 per_env: bool = False):
+        self.model, self.b, self.device, self.per_env = model, buffers, device, per_env
         self.autocast = lambda: autocast(device, precision)
         self.T1 = buffers.obs.shape[1]
         self.staging = Staging(buffers, device, len(buffers.env_slot)) if staged else None
+
+    def _forward(self, obs, meas, h, uniforms):
+        """(actions, log-probs, values, new states) of one batch."""
+        with self.autocast():
+            logits, values, h_new = self.model.step(obs, meas, h)
+        actions = self.model.heads.sample(logits, uniforms)  # [B, heads]
+        return actions, self.model.heads.log_prob(logits, actions), values, h_new
 
     @torch.inference_mode()
     def __call__(self, env_ids: torch.Tensor, version: int) -> None:
         b, model = self.b, self.model
         slots, ts = b.env_slot[env_ids], b.env_t[env_ids]
-        if self.staging is None:
-            with self.autocast():
-                logits, values, h_new = model.step(b.obs[slots, ts], b.meas[slots, ts], b.env_h[env_ids])
-            actions = model.heads.sample(logits)  # [B, heads]
-            logp = model.heads.log_prob(logits, actions)
+        uniforms = b.uniforms[slots, ts] if b.uniforms.shape[-1] else None
+        if self.staging is None and self.per_env:
+            rows = [self._forward(b.obs[slots[i : i + 1], ts[i : i + 1]], b.meas[slots[i : i + 1], ts[i : i + 1]],
+                                  b.env_h[env_ids[i : i + 1]], None if uniforms is None else uniforms[i : i + 1])
+                    for i in range(len(env_ids))]
+            actions, logp, values, h_new = (torch.cat(parts) for parts in zip(*rows))
+        elif self.staging is None:
+            actions, logp, values, h_new = self._forward(b.obs[slots, ts], b.meas[slots, ts], b.env_h[env_ids],
+                                                         uniforms)
         else:
             obs, meas, h_dev = self.staging.inputs(slots * self.T1 + ts, env_ids)
-            with self.autocast():
-                logits, values, h_new = model.step(obs, meas, h_dev)
-            actions = model.heads.sample(logits)
-            actions, logp, values, h_new = self.staging.outputs(actions, model.heads.log_prob(logits, actions),
-                                                                values, h_new)
+            on_device = None if uniforms is None else uniforms.to(self.device, non_blocking=True)
+            actions, logp, values, h_new = self.staging.outputs(*self._forward(obs, meas, h_dev, on_device))
         b.actions[slots, ts] = actions
         b.logp[slots, ts] = logp
         b.values[slots, ts] = values
@@ -140,7 +155,8 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
     while not weights.maybe_update():  # the learner publishes its weights before we start
         time.sleep(0.001)
     groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
-    infer = Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision)
+    infer = Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
+                      per_env=cfg.sampler.mode == "deterministic")
     # with double buffering at most half the groups wait at once; split over the policy workers
     n_groups = sum(len(g) for g in groups)
     enough = max(1, n_groups // (2 * cfg.sampler.num_policy_workers))

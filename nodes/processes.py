@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 from faster_fifo import Queue
 
 from nodes.buffers import Control, allocate
+from nodes.config import in_rounds
 from nodes.errors import Stopped, WorkerFailed
 from nodes.policy_worker import run_policy_worker
 from nodes.rollout_worker import run_rollout_worker
@@ -118,6 +119,7 @@ class WorkerPool:
     """The worker processes of one node and everything they share with it: the queues, the
     trajectory buffers, the weights hand-off, the control block, the janitor.
 
+    start_version: the learner's version (the envs' and the action draws' streams depend on it).
     `start(phase)` starts policy workers (not for "simulate") and rollout workers, pinned one per
     core, and returns once each has reported ready; `poll()` takes the workers' reports (episodes
     go to `on_episode`, an error report raises WorkerFailed); `check_alive()` raises WorkerFailed
@@ -125,11 +127,11 @@ class WorkerPool:
     """
 
     def __init__(self, cfg, rank: int, spec, model, signals: StopSignals,
-                 on_episode: Callable[[float, int], None], worker_cores: list[int]):
+                 on_episode: Callable[[float, int], None], worker_cores: list[int], start_version: int = 0):
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
         self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
-        self.control = Control.create(s.num_workers)
+        self.control = Control.create(s.num_workers, start_version)
         self.channels = Channels.create(s.num_workers)
         self.buffers = allocate(spec, s, model.state_size)
         self.weights = SharedWeights(model, s.policy_device or cfg.train.device)
@@ -151,7 +153,8 @@ class WorkerPool:
                         self.procs.append(spawn(run_policy_worker, f"policy worker {i}", pgid, None, ch.reports,
                                                 cfg, self.rank, i, self.spec, self.buffers, ch, self.control,
                                                 self.weights, s.policy_device or cfg.train.device))
-                    ch.free_slots.put_many(list(range(self.buffers.num_slots)))
+                    if not in_rounds(s):  # in rounds each env owns its slots (nodes.rollout_worker)
+                        ch.free_slots.put_many(list(range(self.buffers.num_slots)))
                 cores = self.worker_cores
                 with no_visible_gpu():  # envs never need one; a CUDA context would cost ~300 MB each
                     for w in range(s.num_workers):

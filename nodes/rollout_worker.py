@@ -11,11 +11,13 @@ finished slot numbers travel through the queues.
 from __future__ import annotations
 
 import queue
+import time
 
 import numpy as np
 
 from nodes import seeds
 from nodes.buffers import env_groups
+from nodes.config import in_rounds
 from nodes.envs import env_spec, make_env, private_workdir
 
 
@@ -25,8 +27,8 @@ class GroupStepper:
     Kept apart from the process loop so the slot/step index logic is testable on its own.
     """
 
-    def __init__(self, cfg, worker: int, buffers, channels, envs, control):
-        self.cfg, self.w, self.ch, self.envs, self.control = cfg, worker, channels, envs, control
+    def __init__(self, cfg, worker: int, buffers, channels, envs, control, rank: int = 0):
+        self.cfg, self.w, self.ch, self.envs, self.control, self.rank = cfg, worker, channels, envs, control, rank
         self.T = buffers.rollout
         self.k = cfg.sampler.envs_per_worker
         self.groups = env_groups(cfg.sampler)[worker]
@@ -42,10 +44,18 @@ class GroupStepper:
         self.env_slot = buffers.env_slot.numpy()
         self.env_t = buffers.env_t.numpy()
         self.env_h = buffers.env_h.numpy()
+        self.slot_env = buffers.slot_env.numpy()
+        self.slot_round = buffers.slot_round.numpy()
+        self.uniforms = buffers.uniforms.numpy()  # [S, T, 0] unless sampler.mode=deterministic
         self.steps = control.worker_steps.numpy()
-        self.park = cfg.sampler.mode == "sync"
-        self.parked: list = []  # (group, [(env, first observation)]) waiting for free slots
-        self.spare: list[int] = []  # free slots taken for a parked group not yet complete
+        self.rounds = np.zeros(self.k, dtype=np.int64)  # rollouts each env has begun in this launch
+        # In rounds (sync, deterministic) env e owns slots e, e + E, ... (one per round it may be
+        # ahead of the learner) and takes them in turn; otherwise any free slot from the queue.
+        self.park = in_rounds(cfg.sampler)
+        self.num_envs = cfg.sampler.num_workers * self.k
+        self.own_slots = buffers.num_slots // self.num_envs
+        self.released = control.rounds_released.numpy()
+        self.parked: list = []  # (group, [(env, first observation)]) waiting for their next slots
         self.ep_return = np.zeros(self.k)
         self.ep_len = np.zeros(self.k, dtype=np.int64)
 
@@ -63,11 +73,14 @@ class GroupStepper:
     def start(self) -> None:
         for g, ids in enumerate(self.groups):
             for e in ids:
-                slot = self.take_free_slot()
-                self.env_slot[e], self.env_t[e] = slot, 0
                 self.env_h[e] = 0.0
-                self.write_obs(slot, 0, self.envs[e - self.w * self.k].reset())
+                self.begin_slot(e, self.own_slot(e) if self.park else self.take_free_slot(),
+                                self.envs[e - self.w * self.k].reset())
             self.ch.requests.put((self.w, g))
+
+    def own_slot(self, e: int) -> int:
+        """In rounds: the slot of env e's next round."""
+        return int(self.rounds[e - self.w * self.k] % self.own_slots) * self.num_envs + e
 
     def write_obs(self, slot: int, t: int, obs) -> None:
         if self.has_meas:
@@ -105,8 +118,9 @@ class GroupStepper:
             self.ch.trajectories.put_many(finished)
         self.steps[self.w] += len(self.groups[g])
         if starting and self.park:
-            # sampler.mode=sync: every env has one slot, freed by the learner after its update;
-            # the group waits for it here while this worker steps its other group
+            # in rounds (sync, deterministic): an env's next slot is freed by the learner (sync:
+            # after its update; deterministic: once every env has finished this round); the
+            # group waits for it here while this worker steps its other group
             self.parked.append((g, starting))
             return
         for e, obs in starting:
@@ -114,25 +128,28 @@ class GroupStepper:
         self.ch.requests.put((self.w, g))
 
     def begin_slot(self, e: int, slot: int, obs) -> None:
+        """Env e (its index in the rank) starts a rollout in `slot` from observation `obs`."""
+        i = e - self.w * self.k
         self.env_slot[e], self.env_t[e] = slot, 0
+        self.slot_env[slot], self.slot_round[slot] = e, self.rounds[i]
+        if self.uniforms.shape[-1]:  # deterministic: this rollout's action draws, from the env's own stream
+            key = seeds.derive(self.cfg.seed, seeds.ACTIONS, self.rank, e,
+                               self.control.start_version + int(self.rounds[i]))
+            self.uniforms[slot] = np.random.default_rng(key).random(self.uniforms.shape[1:], dtype=np.float32)
+        self.rounds[i] += 1
         self.write_obs(slot, 0, obs)  # the finished slot's bootstrap observation starts the next one
 
-    def unpark(self, timeout: float) -> None:
-        """Give parked groups (oldest first) the slots that became free; a group asks for actions
-        again once each of its envs has one."""
-        while self.parked:
-            g, starting = self.parked[0]
-            missing = len(starting) - len(self.spare)
-            if missing > 0:
-                try:
-                    self.spare += self.ch.free_slots.get_many(max_messages_to_get=missing, timeout=timeout)
-                except queue.Empty:
-                    return
-                if len(self.spare) < len(starting):
-                    return
+    def unpark(self) -> None:
+        """Start the parked groups whose next slots the learner has given back (the envs of a
+        group are always at the same round); each asks for actions again."""
+        released = int(self.released[0])
+        for entry in list(self.parked):
+            g, starting = entry
+            if self.rounds[starting[0][0] - self.w * self.k] >= released + self.own_slots:
+                continue
             for e, obs in starting:
-                self.begin_slot(e, self.spare.pop(), obs)
-            self.parked.pop(0)
+                self.begin_slot(e, self.own_slot(e), obs)
+            self.parked.remove(entry)
             self.ch.requests.put((self.w, g))
 
 
@@ -140,27 +157,32 @@ def run_rollout_worker(cfg, rank: int, worker: int, buffers, channels, control, 
     envs = []
     with private_workdir(cfg.run_dir, f"rollout{worker}"):
         try:
-            for i in range(cfg.sampler.envs_per_worker):
-                envs.append(make_env(cfg.env, seed=seeds.derive(cfg.seed, seeds.ENV, rank, worker, i)))
+            k = cfg.sampler.envs_per_worker
+            for i in range(k):
+                envs.append(make_env(cfg.env, seed=seeds.derive(cfg.seed, seeds.ENV, rank, worker * k + i,
+                                                                control.start_version)))
             channels.reports.put(("ready", f"rollout{worker}"))
             if random_actions:
                 _simulate(cfg, seeds.derive(cfg.seed, seeds.SIMULATE, rank, worker), worker, envs, buffers, control)
             else:
-                _sample(cfg, worker, envs, buffers, channels, control)
+                _sample(cfg, rank, worker, envs, buffers, channels, control)
         finally:
             for env in envs:
                 env.close()
 
 
-def _sample(cfg, worker: int, envs, buffers, channels, control) -> None:
+def _sample(cfg, rank: int, worker: int, envs, buffers, channels, control) -> None:
     """Double-buffered sampling: step whichever group's actions have arrived."""
-    stepper = GroupStepper(cfg, worker, buffers, channels, envs, control)
+    stepper = GroupStepper(cfg, worker, buffers, channels, envs, control, rank)
     stepper.start()
     while not stepper.stopping():
         if stepper.parked:
-            stepper.unpark(timeout=0.001)
+            stepper.unpark()
+            if len(stepper.parked) == len(stepper.groups):  # nothing to step: poll for the release
+                time.sleep(0.0005)
+                continue
         try:
-            groups = channels.actions[worker].get_many(timeout=0.005 if stepper.parked else 0.1)
+            groups = channels.actions[worker].get_many(timeout=0.002 if stepper.parked else 0.1)
         except queue.Empty:
             continue
         for g in groups:

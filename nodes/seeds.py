@@ -11,9 +11,16 @@ from __future__ import annotations
 import numpy as np
 
 MODEL_INIT = 0  # (): the initial parameters (identical on every rank; rank 0's are broadcast anyway)
-ENV = 1  # (rank, worker, env index in the worker): an env's engine and its own random stream
-POLICY_SAMPLING = 2  # (rank, policy worker): action sampling in a policy worker
+# (rank, env index in the rank, policy version at launch): an env's engine and its own random
+# stream. The env's index in the rank, not (worker, index in the worker): the same env gets the
+# same stream whatever the number of rollout workers; the version keeps a resumed run from
+# replaying the first launch's episodes.
+ENV = 1
+POLICY_SAMPLING = 2  # (rank, policy worker): action sampling in a policy worker (async and sync modes)
 SIMULATE = 3  # (rank, worker): the benchmark's random actions
+# (rank, env index in the rank, collection round since version 0): the uniforms that decide an
+# env's actions in sampler.mode=deterministic (one stream per env and rollout, whoever infers)
+ACTIONS = 4
 
 
 def derive(seed: int, stream: int, *place: int) -> int:
