@@ -12,6 +12,10 @@ node's share of time spent waiting in the gradient all-reduce, and the scaling r
 total / single node). On one machine the N nodes share its cores; on a cluster, run it per node
 count to read scaling.
 
+With bench.modes=[async,sync,deterministic] it measures only the train phase, once per training
+scheme (sampler.mode) on the same layout, one after the other, and reports each one's frames/s
+and its ratio to the first mode's: the price of a scheme as one number.
+
 Ctrl-C or SIGTERM stops it with one line and exit code 128 + the signal, as launch.train does.
 """
 from __future__ import annotations
@@ -37,7 +41,12 @@ log = logging.getLogger("launch.bench")
 def main(cfg) -> None:
     obj = resolve(cfg, hydra_run_dir())
     try:
-        bench_nodes(obj) if obj.nodes > 1 else bench_node(obj)
+        if obj.bench.modes:
+            bench_modes(obj)
+        elif obj.nodes > 1:
+            bench_nodes(obj)
+        else:
+            bench_node(obj)
     except (Exception, KeyboardInterrupt) as exc:
         code = report(exc)  # a failure: one line (an unexpected error's traceback to the console)
         if isinstance(exc, (Stopped, KeyboardInterrupt)):
@@ -62,6 +71,29 @@ def bench_node(obj) -> None:
                   sampler_ratio=round(fps["sample"] / fps["simulate"], 3),
                   train_ratio=round(fps["train"] / fps["simulate"], 3))
     print(json.dumps(result), flush=True)
+
+
+def bench_modes(obj) -> None:
+    from nodes.config import validate
+    from nodes.node import Node
+    s, modes = obj.sampler, list(obj.bench.modes)
+    configs = []
+    for mode in modes:  # every scheme checked before the first one runs
+        one = copy.deepcopy(obj)
+        one.sampler.mode = mode
+        validate(one)
+        configs.append(one)
+    print(f"bench: env={obj.env.name} workers={s.num_workers} envs_per_worker={s.envs_per_worker} "
+          f"policy_workers={s.num_policy_workers} rollout={s.rollout} batch={s.batch_size} (async) "
+          f"seconds/mode={obj.bench.seconds}, train phase per mode: {', '.join(modes)}", flush=True)
+    fps = {}
+    for mode, one in zip(modes, configs):
+        fps[mode] = Node(one, is_writer=False).measure("train", obj.bench.seconds, obj.bench.warmup_s)
+        print(f"{mode:>13}: {fps[mode]:10.1f} env frames/s  ({fps[mode] / fps[modes[0]]:.3f} x {modes[0]})",
+              flush=True)
+    shutil.rmtree(obj.run_dir, ignore_errors=True)
+    print(json.dumps(dict(train_fps={m: round(x, 1) for m, x in fps.items()},
+                          ratio_to_first={m: round(x / fps[modes[0]], 3) for m, x in fps.items()})), flush=True)
 
 
 def _timed_run(obj, run_dir: str, nodes: int) -> dict:

@@ -131,6 +131,9 @@ class SyncConfig:
 class BenchConfig:
     seconds: float = 30.0  # measured seconds per phase (after warmup_s)
     warmup_s: float = 10.0
+    # training schemes to compare on this layout, one node: bench.modes=[async,sync,deterministic]
+    # measures only the train phase of each, in this order, and prints each one's ratio to the first
+    modes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -232,6 +235,9 @@ def validate(cfg: Any) -> None:
          f"model.measurements=true (model={m.name}) needs an env with measurements: env.measurements=true "
          f"on a VizDoom env, got env={e.name}")
     need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")
+    for mode in cfg.bench.modes:
+        need(mode in SAMPLER_MODES, f"bench.modes: each must be one of {', '.join(SAMPLER_MODES)}, got '{mode}'")
+    need(not cfg.bench.modes or cfg.nodes == 1, "bench.modes compares training schemes on one node: use nodes=1")
     need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")
     need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")

@@ -157,3 +157,34 @@ def test_device_feed_gathers_what_copy_slots_does_into_two_alternating_buffers(p
             assert torch.equal(getattr(got, name), getattr(want, name)), name
         assert got.num_samples == len(slots) * ROLLOUT and got.versions.device.type == "cpu"
     assert feed.next == 1  # three batches: buffers 0, 1, 0
+
+
+def test_in_rounds_a_batch_is_one_round_of_every_env_ordered_by_env_and_released_by_count(parts):
+    """sampler.mode=sync/deterministic: the k-th batch is exactly the envs' k-th rollouts, in env
+    order whatever order they finished in (a later round finishing early waits), and its slots
+    go back only on release, counted in the shared released-rounds counter."""
+    import torch
+
+    buffers, _ = parts
+    # 3 envs, two slots each: slot s holds env s % 3, round s // 3
+    buffers.slot_env[:6] = torch.tensor([0, 1, 2, 0, 1, 2])
+    buffers.slot_round[:6] = torch.tensor([0, 0, 0, 1, 1, 1])
+    ch, stop, released = SimpleNamespace(trajectories=ListQueue(), free_slots=ListQueue()), threading.Event(), \
+        torch.zeros(1, dtype=torch.int64)
+    batcher = Batcher(buffers, ch, 3, stop, rounds=True, released=released)
+    batcher.start()
+    try:
+        ch.trajectories.put_many([2, 3, 0, 4])  # env 0 finished round 1 before env 1 finished round 0
+        assert batcher.get_full(timeout=0.2) is None
+        ch.trajectories.put_many([1])
+        first = wait_full(batcher)
+        assert first.obs[:, 0, 0].tolist() == [0, 1, 2] and first.slots == [0, 1, 2]
+        assert ch.free_slots.items == [] and int(released) == 0  # held until the learner says
+        ch.trajectories.put_many([5])
+        second = wait_full(batcher)
+        assert second.obs[:, 0, 0].tolist() == [3, 4, 5]
+        batcher.release(first)
+        assert int(released) == 1 and ch.free_slots.items == []
+    finally:
+        stop.set()
+        batcher.join(5)

@@ -23,6 +23,26 @@ def test_bench_prints_three_phases_and_json(tmp_path):
     assert not (tmp_path / "b").exists()  # a benchmark leaves no run directory behind
 
 
+def test_bench_modes_measures_each_training_scheme_on_the_same_layout(tmp_path):
+    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.seconds=1.5",
+                      "bench.warmup_s=1", "bench.modes=[async,sync,deterministic]", timeout=240)
+    lines = proc.stdout.strip().splitlines()
+    result = json.loads(lines[-1])
+    assert list(result["train_fps"]) == ["async", "sync", "deterministic"]
+    assert all(x > 0 for x in result["train_fps"].values()) and result["ratio_to_first"]["async"] == 1.0
+    fps = result["train_fps"]
+    assert abs(result["ratio_to_first"]["deterministic"] - fps["deterministic"] / fps["async"]) < 1e-2
+    shown = [ln.split(":")[0].strip() for ln in lines if ln.endswith(")") and "env frames/s" in ln]
+    assert shown == ["async", "sync", "deterministic"], proc.stdout
+
+
+def test_bench_modes_refuses_an_unknown_mode_before_starting(tmp_path):
+    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.modes=[async,lockstep]",
+                      check=False, timeout=120)
+    assert proc.returncode == 2 and "bench.modes: each must be one of async, sync, deterministic, got 'lockstep'" \
+        in proc.stderr, proc.stderr
+
+
 def test_bench_nodes_reports_total_per_node_and_sync_share(tmp_path):
     proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", "nodes=2", *FAST_GYM, "sampler.num_workers=1",
                       "bench.seconds=1.5", "bench.warmup_s=1", timeout=300)

@@ -2,9 +2,15 @@
 
 sync (DD-PPO): every env collects `rollout` steps with the current policy, the learner learns on
 all of them, and only then do the envs collect again: the policy lag is exactly 0 at every
-iteration, on one node and on several."""
+iteration, on one node and on several.
+
+deterministic (HTS-RL): the envs collect the next round while the learner learns on the last one
+(lag exactly 1), and a run is bit-for-bit reproducible for its seed: on one node and on two,
+whatever the numbers of rollout and policy workers for the same envs, and a resumed run for its
+checkpoint (it is not the uninterrupted run: the README says why)."""
 import os
 import re
+import shutil
 
 from helpers import FAST_GYM, one_error_line, run_module, summary, train
 
@@ -39,3 +45,63 @@ def test_sync_mode_with_straggler_cut_off_on_several_nodes_is_refused(tmp_path):
     assert proc.returncode == 2
     one_error_line(proc)
     assert "sampler.mode=sync with several nodes needs sync.straggler=false" in proc.stderr
+
+
+DOOM_DET = ["sampler.mode=deterministic", "train.max_env_frames=3000", "train.status_every_s=1"]
+GYM_DET = [*FAST_GYM, "sampler.mode=deterministic", "train.max_env_frames=4000"]
+
+
+def checksum(run_dir):
+    s = summary(run_dir)
+    assert s["outcome"] == "finished" and s["policy_lag_mean"] == 1.0, s
+    assert len(set(s["param_checksums"])) == 1  # every rank agrees
+    return s["param_checksums"][0], s["policy_version"]
+
+
+def test_deterministic_vizdoom_runs_end_identical_whatever_the_layout_and_differ_with_the_seed(tmp_path):
+    """The real VizDoom engine, 8 envs: 1 worker x 8 envs, 2 workers x 4 envs with 2 policy
+    workers, and a third run with another seed."""
+    layouts = {"1x8": ["sampler.num_workers=1", "sampler.envs_per_worker=8"],
+               "2x4_2pw": ["sampler.num_workers=2", "sampler.envs_per_worker=4", "sampler.num_policy_workers=2"],
+               "seed1": ["sampler.num_workers=1", "sampler.envs_per_worker=8", "seed=1"]}
+    got = {}
+    for name, layout in layouts.items():
+        train(tmp_path / name, *DOOM_DET, *layout, timeout=240)
+        got[name] = checksum(tmp_path / name)
+    assert got["1x8"] == got["2x4_2pw"] and got["1x8"][1] == 3  # 3 rounds of 8 envs x 32 steps x frameskip 4
+    assert got["seed1"][0] != got["1x8"][0]
+    # the first update has no older policy: its lag is 0; every later one is exactly 1
+    text = open(tmp_path / "1x8" / "train.log").read()
+    lines = re.findall(r"policy lag ([\d.]+) \(max (\d+)\) \| version (\d+)", text)
+    assert lines and all((mean, mx) == ("1.00", "1") for mean, mx, version in lines if int(version) > 1), lines
+
+
+def test_deterministic_runs_on_two_nodes_end_identical(tmp_path):
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:
+        train(run, *GYM_DET, "nodes=2", "sampler.num_workers=1", "sync.straggler=false", "sync.check_every=5",
+              timeout=240)
+    (a, va), (b, vb) = checksum(runs[0]), checksum(runs[1])
+    assert a == b and va == vb > 5
+
+
+def test_a_deterministic_run_resumed_from_a_checkpoint_is_reproducible(tmp_path):
+    """Two resumes of one checkpoint end identical (and differ from the uninterrupted run: the
+    envs' engine state is not in the checkpoint; README, "Training schemes")."""
+    base = tmp_path / "base"
+    train(base, *GYM_DET[:-1], "train.max_env_frames=2000", timeout=180)
+    first, version = checksum(base)
+    for name in ("r1", "r2"):
+        shutil.copytree(base, tmp_path / name)
+        train(tmp_path / name, *GYM_DET, timeout=180)
+    (r1, v1), (r2, v2) = checksum(tmp_path / "r1"), checksum(tmp_path / "r2")
+    assert summary(tmp_path / "r1")["resumed_from"] and v1 > version
+    assert r1 == r2 != first and v1 == v2
+
+
+def test_deterministic_mode_with_straggler_handling_on_several_nodes_is_refused(tmp_path):
+    proc = run_module("launch.train", f"hydra.run.dir={tmp_path}/run", *FAST_GYM, "nodes=2",
+                      "sampler.mode=deterministic", check=False, timeout=120)
+    assert proc.returncode == 2
+    one_error_line(proc)
+    assert "sampler.mode=deterministic with several nodes needs sync.straggler=false" in proc.stderr

@@ -135,29 +135,30 @@ def test_episode_end_marks_done_zeroes_hidden_state_and_reports_unscaled_reward(
     assert buffers.obs[s, 2, 0].item() == envs[0].n
 
 
-def test_sync_mode_parks_a_finished_group_until_the_learner_frees_its_slots():
-    """sampler.mode=sync: one slot per env. A group whose rollout is done hands its slots over and
-    waits (no action request) while the worker's other group keeps stepping; once the learner
-    frees slots it starts its next rollout from the bootstrap observation and asks again."""
+def test_in_rounds_a_finished_group_parks_until_the_learner_releases_its_round():
+    """sampler.mode=sync: one slot per env (deterministic: two), slot e for env e. A group whose
+    rollout is done hands its slots over and waits (no action request) while the worker's other
+    group keeps stepping; once the learner has released a round (Control.rounds_released) it
+    starts its next rollout in its own slot from the bootstrap observation and asks again."""
     stepper, buffers, ch, envs = make(mode="sync", rollout=2)
     assert buffers.num_slots == 4
     stepper.start()
-    assert ch.free_slots.items == [] and ch.requests.items == [(0, 0), (0, 1)]
+    assert [int(buffers.env_slot[e]) for e in range(4)] == [0, 1, 2, 3]
+    assert ch.requests.items == [(0, 0), (0, 1)]
     ch.requests.items.clear()
     stepper.step_group(0)
     stepper.step_group(0)  # group 0's rollout of 2 steps is done
     assert ch.trajectories.items == [0, 1] and ch.requests.items == [(0, 0)]  # the first step asked; the last did not
+    assert buffers.slot_env[:2].tolist() == [0, 1] and buffers.slot_round[:2].tolist() == [0, 0]
     ch.requests.items.clear()
     stepper.step_group(1)  # the other group is not held up
     assert ch.requests.items == [(0, 1)]
-    stepper.unpark(timeout=0.0)
-    assert stepper.parked and ch.requests.items == [(0, 1)]  # no free slot yet: still parked
-    ch.free_slots.items = [1]
-    stepper.unpark(timeout=0.0)
-    assert stepper.parked and stepper.spare == [1]  # half of what the group needs
-    ch.free_slots.items = [0]
-    stepper.unpark(timeout=0.0)
+    stepper.unpark()
+    assert stepper.parked and ch.requests.items == [(0, 1)]  # round 0 not released yet: still parked
+    stepper.control.rounds_released[0] = 1
+    stepper.unpark()
     assert not stepper.parked and ch.requests.items == [(0, 1), (0, 0)]
+    assert buffers.slot_round[:2].tolist() == [1, 1]  # the same slots, now round 1
     for e, old in ((0, 0), (1, 1)):
         slot = int(buffers.env_slot[e])
         assert int(buffers.env_t[e]) == 0
