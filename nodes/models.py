@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 
 import torch
 from torch import nn
@@ -280,3 +281,11 @@ def autocast(device: torch.device | str, precision: str):
     if precision != "bf16":
         return contextlib.nullcontext()
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
+def deterministic_kernels() -> None:
+    """sampler.mode=deterministic: ask torch for deterministic kernels (on CPU ours already are;
+    on CUDA cuBLAS needs its workspace fixed before the first call, and an op without a
+    deterministic kernel warns rather than stopping the run). Call before CUDA is first used."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)

@@ -37,7 +37,7 @@ from nodes.config import in_rounds, slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import CheckpointError, Stopped, one_line
 from nodes.learner import Learner
-from nodes.models import ActorCritic, param_checksum
+from nodes.models import ActorCritic, deterministic_kernels, param_checksum
 from nodes.peers import Peers, Solo
 from nodes.placement import Placement, apply, here, use_device
 from nodes.processes import WorkerPool
@@ -62,6 +62,8 @@ class Node:
         self.run_dir = cfg.run_dir
         self.placement = placement or here(cfg, solo=self.world == 1)
         apply(cfg, self.placement)
+        if cfg.sampler.mode == "deterministic":
+            deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals)
         self.spec = env_spec(cfg.env)

@@ -21,7 +21,7 @@ import torch
 
 from nodes import seeds
 from nodes.buffers import env_groups
-from nodes.models import ActorCritic, autocast
+from nodes.models import ActorCritic, autocast, deterministic_kernels
 from nodes.placement import use_device
 from nodes.weights import WeightsReader
 
@@ -146,7 +146,9 @@ def take_requests(requests_queue, wait_s: float, enough: int) -> list:
 
 def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, control, shared_weights,
                       device: str = "cpu") -> None:
-    use_device(device)  # first: the current CUDA device is per process (and per thread)
+    if cfg.sampler.mode == "deterministic":
+        deterministic_kernels()
+    use_device(device)  # the current CUDA device is per process (and per thread)
     dev = torch.device(device)
     torch.manual_seed(seeds.derive(cfg.seed, seeds.POLICY_SAMPLING, rank, index))
     model = ActorCritic(spec, cfg.model).to(dev)
