@@ -63,15 +63,16 @@ class DeviceFeed:
 
 class Batcher(threading.Thread):
     def __init__(self, buffers, channels, per_batch: int, stop: threading.Event, device: torch.device | None = None,
-                 rounds: bool = False, released: torch.Tensor | None = None):
+                 rounds: bool = False, control=None):
         """device: the learner's; on a GPU, batches arrive there through a DeviceFeed. rounds: a
         batch is one round (per_batch = the envs), and its slots go back to the rollout workers
         only on `release` (nodes.node decides when: that is what makes the policy lag 0 or 1),
-        by counting the round in `released` (Control.rounds_released): each env owns its slots."""
+        by counting the round in control.rounds_released: each env owns its slots; `preempt`
+        ends the current round early through control.cut_round."""
         super().__init__(name="batcher", daemon=True)
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
-        self.rounds, self.released = rounds, released
-        assert not rounds or released is not None, "rounds need the shared released-rounds counter"
+        self.rounds, self.control = rounds, control
+        assert not rounds or control is not None, "rounds need the shared control block"
         self.round = 0  # rounds: the round the next batch is made of
         self.feed = DeviceFeed(buffers, per_batch, device) if device is not None and device.type == "cuda" else None
         self.cond = threading.Condition()
@@ -97,6 +98,8 @@ class Batcher(threading.Thread):
     def _cut(self, slots: list[int]) -> SlotBatch:
         batch = self.feed.gather(self.buffers, slots) if self.feed else SlotBatch.copy_slots(self.buffers, slots)
         batch.slots = slots
+        if self.rounds:  # a preempted round: every rollout as long as the shortest
+            batch.truncate(int(self.buffers.slot_len[slots].min()))
         if not self.rounds:
             self.ch.free_slots.put_many(slots)
         return batch
@@ -105,7 +108,14 @@ class Batcher(threading.Thread):
         """rounds=True: give a batch's slots back to their envs (None: nothing). Rounds are
         batched and released in order, so counting them says which slots are free."""
         if self.rounds and batch is not None:
-            self.released += 1
+            self.control.rounds_released += 1
+
+    def preempt(self) -> None:
+        """Rounds: end the round being collected as soon as its rollouts have the minimum length
+        (not the next one: a round already batched, not yet taken, is the one waited for)."""
+        with self.cond:
+            if self.ready is None:
+                self.control.cut_round[0] = self.round
 
     def run(self) -> None:
         try:
@@ -154,7 +164,9 @@ def wait_for_batch(batcher: Batcher, peers, version: int, straggler: bool, min_s
 
     A full local batch, after which this rank tells its peers it is ready for `version`; or, with
     straggler handling on and once enough peers are ready (`peers.others_ready`), the at least
-    `min_slots` trajectories this rank has (the all-reduce weights them by their sample count).
+    `min_slots` trajectories this rank has (the all-reduce weights them by their sample count);
+    in rounds (sync mode) the round instead ends early, every rollout at least
+    sync.min_batch_frac of T long (DD-PPO's preemption), and its batch counts as cut short.
     `idle()` runs between polls (the node takes its workers' reports and checks they live).
     """
     # with peers, poll often: a late look at their readiness is time they spend waiting
@@ -163,8 +175,11 @@ def wait_for_batch(batcher: Batcher, peers, version: int, straggler: bool, min_s
         batch = batcher.get_full(timeout=poll_s)
         if batch is not None:
             peers.mark_ready(version)
-            return batch, False
-        if straggler and peers.others_ready(version):
+            return batch, batch.rewards.shape[1] < batcher.buffers.rollout
+        if straggler and batcher.rounds:
+            if peers.others_ready(version):
+                batcher.preempt()
+        elif straggler and peers.others_ready(version):
             batch = batcher.take_partial(min_slots)
             if batch is not None:
                 return batch, len(batch.rewards) < batcher.per_batch

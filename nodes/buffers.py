@@ -35,6 +35,7 @@ class TrajectoryBuffers:
     h0: torch.Tensor  # [S, H] recurrent state before step 0 (H = model.state_size)
     slot_env: torch.Tensor  # [S] int64: the env (index in the rank) filling the slot
     slot_round: torch.Tensor  # [S] int64: that env's rollouts before this one, this launch (rounds: nodes.batcher)
+    slot_len: torch.Tensor  # [S] int64: steps in the finished slot: T, or fewer when sync mode preempted it
     # [S, T, A] U(0,1) draws that decide the actions (A = sum of the action heads' sizes) in
     # sampler.mode=deterministic, written by the env's rollout worker from the env's own stream; A = 0 otherwise
     uniforms: torch.Tensor
@@ -71,6 +72,7 @@ def allocate(spec, sampler_cfg, state_size: int) -> TrajectoryBuffers:
         h0=shared(s, state_size),
         slot_env=shared(s, dtype=torch.int64),
         slot_round=shared(s, dtype=torch.int64),
+        slot_len=shared(s, dtype=torch.int64),
         uniforms=shared(s, t, sum(spec.action_heads) if sampler_cfg.mode == "deterministic" else 0),
         env_slot=shared(e, dtype=torch.int64),
         env_t=shared(e, dtype=torch.int64),
@@ -106,6 +108,17 @@ class SlotBatch:
         idx = torch.as_tensor(slots, dtype=torch.int64)
         return cls(**{name: getattr(buffers, name).index_select(0, idx) for name in cls.FIELDS})
 
+    def truncate(self, steps: int) -> SlotBatch:
+        """Keep the first `steps` steps of every trajectory (and the observation after the last,
+        the bootstrap): a round cut short by DD-PPO's preemption (sampler.mode=sync)."""
+        if steps < self.rewards.shape[1]:
+            for name in self.FIELDS:
+                if name != "h0":
+                    t = getattr(self, name)
+                    setattr(self, name, t[:, : steps + 1 if name in ("obs", "meas") else steps].contiguous())
+            self.num_samples = self.rewards.numel()
+        return self
+
     def to(self, device: torch.device) -> SlotBatch:
         """Everything but `versions` (read on the host: the policy lag) on `device`."""
         if self.ready is not None:  # copied on the batcher's stream: make this stream wait for it
@@ -133,10 +146,14 @@ class Control:
     # [1] int64, in rounds (sync, deterministic): rounds whose slots the learner gave back (one
     # writer: the batcher); env e may begin its round r once r < released + slots per env
     rounds_released: torch.Tensor
+    # [1] int64, sync mode with several nodes: the round the other ranks finished first (DD-PPO's
+    # preemption): its rollouts end at the next step past sync.min_batch_frac of T; -1: none
+    cut_round: torch.Tensor
     start_version: int = 0
 
     @classmethod
     def create(cls, num_workers: int, start_version: int = 0) -> Control:
         return cls(torch.zeros(1, dtype=torch.int64).share_memory_(),
                    torch.zeros(num_workers, dtype=torch.int64).share_memory_(),
-                   torch.zeros(1, dtype=torch.int64).share_memory_(), start_version)
+                   torch.zeros(1, dtype=torch.int64).share_memory_(),
+                   torch.full((1,), -1, dtype=torch.int64).share_memory_(), start_version)

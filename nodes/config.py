@@ -119,8 +119,10 @@ class SyncConfig:
     """Across nodes (nodes > 1); sync/ reads these."""
 
     timeout_s: float = 300.0  # a collective waiting longer than this is an error (a dead peer)
-    straggler: bool = True  # a node that is behind trains on what it has once the others are ready
-    min_batch_frac: float = 0.25  # ... but at least this fraction of a batch (else it waits)
+    # a node that is behind trains on what it has once the others are ready (sampler.mode=sync:
+    # DD-PPO's preemption, its rollouts end early)
+    straggler: bool = True
+    min_batch_frac: float = 0.25  # ... but at least this fraction of a batch (sync: of each rollout) (else it waits)
     ready_frac: float = 0.5  # "the others are ready": this fraction of all ranks has a full batch
     check_every: int = 50  # iterations between parameter-checksum comparisons
     backend: str = "auto"  # auto: nccl when train.device is cuda, else gloo
@@ -206,9 +208,6 @@ def validate(cfg: Any) -> None:
     need(s.num_slots == 0 or s.num_slots >= envs + per_batch,
          f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout "
          f"({per_batch}), else sampling deadlocks")
-    need(s.mode != "sync" or cfg.nodes == 1 or not y.straggler,
-         "sampler.mode=sync with several nodes needs sync.straggler=false (DD-PPO's preemption of "
-         "stragglers is not implemented yet)")
     need(s.mode != "deterministic" or cfg.nodes == 1 or not y.straggler,
          "sampler.mode=deterministic with several nodes needs sync.straggler=false (cutting a straggler's "
          "rollout short depends on timing, so it is not reproducible)")

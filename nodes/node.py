@@ -124,7 +124,8 @@ class Node:
         self.pool.start(phase)
         if phase != "simulate":
             self.batcher = Batcher(self.pool.buffers, self.pool.channels, slots_per_batch(s), self.batch_stop,
-                                   self.learner.device, rounds=in_rounds(s), released=self.pool.control.rounds_released)
+                                   self.learner.device, rounds=in_rounds(s),
+                                   control=self.pool.control)
             self.batcher.start()
 
     def _idle(self) -> None:

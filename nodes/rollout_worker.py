@@ -10,6 +10,7 @@ finished slot numbers travel through the queues.
 """
 from __future__ import annotations
 
+import math
 import queue
 import time
 
@@ -46,6 +47,7 @@ class GroupStepper:
         self.env_h = buffers.env_h.numpy()
         self.slot_env = buffers.slot_env.numpy()
         self.slot_round = buffers.slot_round.numpy()
+        self.slot_len = buffers.slot_len.numpy()
         self.uniforms = buffers.uniforms.numpy()  # [S, T, 0] unless sampler.mode=deterministic
         self.steps = control.worker_steps.numpy()
         self.rounds = np.zeros(self.k, dtype=np.int64)  # rollouts each env has begun in this launch
@@ -55,6 +57,8 @@ class GroupStepper:
         self.num_envs = cfg.sampler.num_workers * self.k
         self.own_slots = buffers.num_slots // self.num_envs
         self.released = control.rounds_released.numpy()
+        self.cut_round = control.cut_round.numpy()
+        self.min_steps = max(1, math.ceil(cfg.sync.min_batch_frac * self.T))  # a preempted rollout's least
         self.parked: list = []  # (group, [(env, first observation)]) waiting for their next slots
         self.ep_return = np.zeros(self.k)
         self.ep_len = np.zeros(self.k, dtype=np.int64)
@@ -91,6 +95,10 @@ class GroupStepper:
     def step_group(self, g: int) -> None:
         """Apply the policy's actions to group g's envs and record the results."""
         finished, starting = [], []
+        # DD-PPO's preemption (sync mode, several nodes): the other ranks have this round, so end it
+        # as soon as every rollout has min_steps (the envs of a group are always at the same step)
+        first = self.groups[g][0]
+        cut = self.park and int(self.cut_round[0]) == int(self.rounds[first - self.w * self.k]) - 1
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
@@ -107,8 +115,9 @@ class GroupStepper:
                     self.ep_return[i], self.ep_len[i] = 0.0, 0
                     obs = self.envs[i].reset()
             t += 1
-            if t == self.T:
+            if t == self.T or (cut and t >= self.min_steps):
                 self.write_obs(slot, t, obs)  # bootstrap observation of the finished slot
+                self.slot_len[slot] = t
                 finished.append(slot)
                 starting.append((e, obs))
                 continue

@@ -169,9 +169,11 @@ def test_in_rounds_a_batch_is_one_round_of_every_env_ordered_by_env_and_released
     # 3 envs, two slots each: slot s holds env s % 3, round s // 3
     buffers.slot_env[:6] = torch.tensor([0, 1, 2, 0, 1, 2])
     buffers.slot_round[:6] = torch.tensor([0, 0, 0, 1, 1, 1])
-    ch, stop, released = SimpleNamespace(trajectories=ListQueue(), free_slots=ListQueue()), threading.Event(), \
-        torch.zeros(1, dtype=torch.int64)
-    batcher = Batcher(buffers, ch, 3, stop, rounds=True, released=released)
+    ch, stop = SimpleNamespace(trajectories=ListQueue(), free_slots=ListQueue()), threading.Event()
+    control = SimpleNamespace(rounds_released=torch.zeros(1, dtype=torch.int64))
+    released = control.rounds_released
+    buffers.slot_len[:6] = ROLLOUT
+    batcher = Batcher(buffers, ch, 3, stop, rounds=True, control=control)
     batcher.start()
     try:
         ch.trajectories.put_many([2, 3, 0, 4])  # env 0 finished round 1 before env 1 finished round 0
