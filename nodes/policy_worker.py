@@ -26,6 +26,10 @@ from nodes.placement import use_device
 from nodes.weights import WeightsReader
 
 GPU_WAIT_S = 0.002  # longest wait for more requests before a GPU forward pass
+# sampler.mode=deterministic on a CPU: envs per forward pass, env e always at row e % PASS_ROWS of
+# pass e // PASS_ROWS (4: a group of the default layout, 2 workers x 8 envs, is one pass). Part of
+# what a deterministic run's result depends on, so a constant, not a layout choice.
+PASS_ROWS = 4
 
 
 class Staging:
@@ -83,11 +87,13 @@ class Staging:
 class Inference:
     """One batch of requests, from the shared buffers back into them (no queues: testable alone).
 
-    With per_env (sampler.mode=deterministic on a CPU) every env's forward pass runs alone, as a
-    batch of one: CPU kernels choose their blocking, and with it the order of their sums, by
-    batch size and row position (on this machine a row differed in its last bits between batches
-    of 2 and of 3), so an env's action would otherwise depend on which envs happened to share its
-    request. Actions are drawn with the buffers' per-env uniforms when there are any."""
+    With per_env (sampler.mode=deterministic on a CPU) an env's forward pass never depends on
+    which envs happened to share its request: CPU kernels choose their blocking, and with it the
+    order of their sums, by batch size and row position (on this machine a row differed in its
+    last bits between batches of 2 and of 3), but a row of a pass of fixed size at a fixed row
+    does not depend on the other rows. So env e always runs in pass e // PASS_ROWS at row
+    e % PASS_ROWS, with whatever the pass's other envs hold (their results are dropped). Actions
+    are drawn with the buffers' per-env uniforms when there are any."""
 
     def __init__(self, model: ActorCritic, buffers, device: torch.device, staged: bool, precision: str = "fp32",
                  per_env: bool = False):
@@ -103,16 +109,26 @@ class Inference:
         actions = self.model.heads.sample(logits, uniforms)  # [B, heads]
         return actions, self.model.heads.log_prob(logits, actions), values, h_new
 
+    def _fixed_passes(self, env_ids: torch.Tensor):
+        """per_env: the requested envs' results, each from its own fixed pass and row."""
+        b, n_envs = self.b, len(self.b.env_slot)
+        rows = {}
+        for k in sorted(set((env_ids // PASS_ROWS).tolist())):
+            members = torch.arange(k * PASS_ROWS, (k + 1) * PASS_ROWS).clamp_(max=n_envs - 1)  # pad: any env
+            slots, ts = b.env_slot[members], b.env_t[members]
+            uniforms = b.uniforms[slots, ts] if b.uniforms.shape[-1] else None
+            results = self._forward(b.obs[slots, ts], b.meas[slots, ts], b.env_h[members], uniforms)
+            for j in range(PASS_ROWS):
+                rows[k * PASS_ROWS + j] = [r[j] for r in results]
+        return (torch.stack(parts) for parts in zip(*(rows[e] for e in env_ids.tolist())))
+
     @torch.inference_mode()
     def __call__(self, env_ids: torch.Tensor, version: int) -> None:
         b, model = self.b, self.model
         slots, ts = b.env_slot[env_ids], b.env_t[env_ids]
         uniforms = b.uniforms[slots, ts] if b.uniforms.shape[-1] else None
         if self.staging is None and self.per_env:
-            rows = [self._forward(b.obs[slots[i : i + 1], ts[i : i + 1]], b.meas[slots[i : i + 1], ts[i : i + 1]],
-                                  b.env_h[env_ids[i : i + 1]], None if uniforms is None else uniforms[i : i + 1])
-                    for i in range(len(env_ids))]
-            actions, logp, values, h_new = (torch.cat(parts) for parts in zip(*rows))
+            actions, logp, values, h_new = self._fixed_passes(env_ids)
         elif self.staging is None:
             actions, logp, values, h_new = self._forward(b.obs[slots, ts], b.meas[slots, ts], b.env_h[env_ids],
                                                          uniforms)
