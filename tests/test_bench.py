@@ -24,8 +24,8 @@ def test_bench_prints_three_phases_and_json(tmp_path):
 
 
 def test_bench_modes_measures_each_training_scheme_on_the_same_layout(tmp_path):
-    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.seconds=1.5",
-                      "bench.warmup_s=1", "bench.modes=[async,sync,deterministic]", timeout=240)
+    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.seconds=1",
+                      "bench.warmup_s=0.5", "bench.modes=[async,sync,deterministic]", timeout=240)
     lines = proc.stdout.strip().splitlines()
     result = json.loads(lines[-1])
     assert list(result["train_fps"]) == ["async", "sync", "deterministic"]

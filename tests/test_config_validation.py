@@ -14,7 +14,6 @@ CASES = [
     (["seed=-3"], "seed must be >= 0"),
     (["env=gym", "env.id=NoSuchEnv-v0"], "unknown gymnasium env id 'NoSuchEnv-v0'"),
     (["env=doom_basic", "env.id=nosuch.cfg"], "VizDoom scenario 'nosuch.cfg' is not bundled with vizdoom"),
-    (["sampler.mode=deterministic"], "sampler.mode=deterministic is not implemented yet"),
     (["sampler.mode=bogus"], "sampler.mode must be one of async, sync, deterministic"),
     (["sampler.num_workers=abc"], "sampler.num_workers must be an integer >= 1 or auto, got 'abc'"),
     (["sampler.policy_device=gpu"], "sampler.policy_device must be cpu, cuda or cuda:N, got 'gpu'"),
