@@ -170,9 +170,10 @@ def test_in_rounds_a_batch_is_one_round_of_every_env_ordered_by_env_and_released
     buffers.slot_env[:6] = torch.tensor([0, 1, 2, 0, 1, 2])
     buffers.slot_round[:6] = torch.tensor([0, 0, 0, 1, 1, 1])
     ch, stop = SimpleNamespace(trajectories=ListQueue(), free_slots=ListQueue()), threading.Event()
-    control = SimpleNamespace(rounds_released=torch.zeros(1, dtype=torch.int64))
+    control = SimpleNamespace(rounds_released=torch.zeros(1, dtype=torch.int64),
+                              cut_round=torch.full((1,), -1, dtype=torch.int64))
     released = control.rounds_released
-    buffers.slot_len[:6] = ROLLOUT
+    buffers.slot_len[:6] = torch.tensor([ROLLOUT] * 3 + [ROLLOUT, 1, ROLLOUT])  # round 1: env 1 preempted
     batcher = Batcher(buffers, ch, 3, stop, rounds=True, control=control)
     batcher.start()
     try:
@@ -182,9 +183,14 @@ def test_in_rounds_a_batch_is_one_round_of_every_env_ordered_by_env_and_released
         first = wait_full(batcher)
         assert first.obs[:, 0, 0].tolist() == [0, 1, 2] and first.slots == [0, 1, 2]
         assert ch.free_slots.items == [] and int(released) == 0  # held until the learner says
+        batcher.preempt()  # the other ranks have round 1: it is to end early
+        assert int(control.cut_round) == 1
         ch.trajectories.put_many([5])
         second = wait_full(batcher)
         assert second.obs[:, 0, 0].tolist() == [3, 4, 5]
+        # cut to the shortest rollout: 1 step each, and the observation after it (the bootstrap)
+        assert second.rewards.shape == (3, 1) and second.obs.shape[1] == 2 and second.num_samples == 3
+        assert second.h0.shape == first.h0.shape
         batcher.release(first)
         assert int(released) == 1 and ch.free_slots.items == []
     finally:
