@@ -66,7 +66,9 @@ class SamplerConfig:
     batch_size: int = 1024  # samples per learner step; a multiple of `rollout`
     pin_workers: bool = True  # pin rollout worker i to core (pin_offset + i) % ncores
     pin_offset: int = 0  # start pinning at this core of the rank's share (ranks of one host get disjoint shares)
-    num_slots: int = 0  # trajectory buffers in shared memory; 0 = 2 per env + one batch (more only add policy lag)
+    # trajectory buffers in shared memory (async only; sync and deterministic have 1 and 2 per env);
+    # 0 = 2 per env + one batch (more only add policy lag)
+    num_slots: int = 0
 
 
 @dataclass
@@ -122,7 +124,7 @@ class SyncConfig:
     # a node that is behind trains on what it has once the others are ready (sampler.mode=sync:
     # DD-PPO's preemption, its rollouts end early)
     straggler: bool = True
-    min_batch_frac: float = 0.25  # ... but at least this fraction of a batch (sync: of each rollout) (else it waits)
+    min_batch_frac: float = 0.25  # ... but at least this fraction of a batch (sync: of each rollout)
     ready_frac: float = 0.5  # "the others are ready": this fraction of all ranks has a full batch
     check_every: int = 50  # iterations between parameter-checksum comparisons
     backend: str = "auto"  # auto: nccl when train.device is cuda, else gloo

@@ -129,8 +129,11 @@ class Node:
             self.batcher.start()
 
     def _idle(self) -> None:
-        """Between polls for a batch: the workers' reports, their liveness, a stop signal."""
-        self.pool.poll()
+        """Between polls for a batch: the workers' reports, their liveness, a stop signal. Never
+        blocks: the wait is the batcher's (it wakes the learner the moment a batch is ready; a
+        50 ms wait for reports here delayed every batch of the rounds modes, which have none
+        ready ahead, by up to that much)."""
+        self.pool.poll(timeout=0.0)
         self.pool.check_alive()
         if self.signals.received is not None and not self.signal_is_vote:
             raise Stopped(self.signals.received)
@@ -306,6 +309,7 @@ class Node:
                         return (self.pool.worker_steps - s0) * fs / (now - t0)
                     self._idle()
                     if phase == "simulate":
+                        time.sleep(0.05)  # nothing to wait for but the clock
                         continue
                     batch = self.batcher.get_full(timeout=0.05)
                     if batch is not None and phase == "train":
