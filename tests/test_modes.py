@@ -79,26 +79,22 @@ def test_deterministic_vizdoom_runs_end_identical_whatever_the_layout_and_differ
     assert lines and all((mean, mx) == ("1.00", "1") for mean, mx, version in lines if int(version) > 1), lines
 
 
-def test_deterministic_runs_on_two_nodes_end_identical(tmp_path):
+def test_deterministic_runs_on_two_nodes_end_identical_and_a_resume_is_reproducible(tmp_path):
+    """Two runs on two nodes from scratch end identical; two resumes of one of them (from its
+    final checkpoint) end identical too, and they are not the uninterrupted run: the envs'
+    engine state is not in the checkpoint (README, "Training schemes")."""
+    two_nodes = ["nodes=2", "sync.straggler=false", "sync.check_every=5"]
     runs = [tmp_path / "a", tmp_path / "b"]
     for run in runs:
-        train(run, *GYM_DET, "nodes=2", "sync.straggler=false", "sync.check_every=5", timeout=240)
+        train(run, *GYM_DET[:-1], "train.max_env_frames=2000", *two_nodes, timeout=240)
     (a, va), (b, vb) = checksum(runs[0]), checksum(runs[1])
     assert a == b and va == vb > 5
-
-
-def test_a_deterministic_run_resumed_from_a_checkpoint_is_reproducible(tmp_path):
-    """Two resumes of one checkpoint end identical (and differ from the uninterrupted run: the
-    envs' engine state is not in the checkpoint; README, "Training schemes")."""
-    base = tmp_path / "base"
-    train(base, *GYM_DET[:-1], "train.max_env_frames=2000", timeout=180)
-    first, version = checksum(base)
     for name in ("r1", "r2"):
-        shutil.copytree(base, tmp_path / name)
-        train(tmp_path / name, *GYM_DET, timeout=180)
+        shutil.copytree(runs[0], tmp_path / name)
+        train(tmp_path / name, *GYM_DET, *two_nodes, timeout=240)
     (r1, v1), (r2, v2) = checksum(tmp_path / "r1"), checksum(tmp_path / "r2")
-    assert summary(tmp_path / "r1")["resumed_from"] and v1 > version
-    assert r1 == r2 != first and v1 == v2
+    assert summary(tmp_path / "r1")["resumed_from"] and v1 > va
+    assert r1 == r2 != a and v1 == v2
 
 
 def test_deterministic_mode_with_straggler_handling_on_several_nodes_is_refused(tmp_path):
