@@ -82,16 +82,16 @@ class Batcher(threading.Thread):
 
     def _next_slots(self) -> list[int] | None:
         """The slots of the next full batch, taken out of `pending`; None while it is not full."""
+        if len(self.pending) < self.per_batch:
+            return None
         if not self.rounds:
-            if len(self.pending) < self.per_batch:
-                return None
             slots, self.pending = self.pending[: self.per_batch], self.pending[self.per_batch :]
             return slots
-        of_round = self.buffers.slot_round[self.pending] == self.round if self.pending else None
-        if of_round is None or int(of_round.sum()) < self.per_batch:
+        of_round = (self.buffers.slot_round[self.pending] == self.round).tolist()
+        if sum(of_round) < self.per_batch:
             return None
-        slots = [s for s, mine in zip(self.pending, of_round.tolist()) if mine]
-        self.pending = [s for s, mine in zip(self.pending, of_round.tolist()) if not mine]
+        slots = [s for s, mine in zip(self.pending, of_round) if mine]
+        self.pending = [s for s, mine in zip(self.pending, of_round) if not mine]
         self.round += 1
         return sorted(slots, key=lambda s: int(self.buffers.slot_env[s]))
 
@@ -100,7 +100,7 @@ class Batcher(threading.Thread):
         batch.slots = slots
         if self.rounds:  # a preempted round: every rollout as long as the shortest
             batch.truncate(int(self.buffers.slot_len[slots].min()))
-        if not self.rounds:
+        else:
             self.ch.free_slots.put_many(slots)
         return batch
 

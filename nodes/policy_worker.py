@@ -126,9 +126,10 @@ class Inference:
     def __call__(self, env_ids: torch.Tensor, version: int) -> None:
         b, model = self.b, self.model
         slots, ts = b.env_slot[env_ids], b.env_t[env_ids]
-        uniforms = b.uniforms[slots, ts] if b.uniforms.shape[-1] else None
-        if self.staging is None and self.per_env:
-            actions, logp, values, h_new = self._fixed_passes(env_ids)
+        fixed_passes = self.staging is None and self.per_env
+        uniforms = b.uniforms[slots, ts] if b.uniforms.shape[-1] and not fixed_passes else None
+        if fixed_passes:
+            actions, logp, values, h_new = self._fixed_passes(env_ids)  # takes each pass's uniforms
         elif self.staging is None:
             actions, logp, values, h_new = self._forward(b.obs[slots, ts], b.meas[slots, ts], b.env_h[env_ids],
                                                          uniforms)
