@@ -41,7 +41,9 @@ log = logging.getLogger("launch.bench")
 def main(cfg) -> None:
     obj = resolve(cfg, hydra_run_dir())
     try:
-        if obj.bench.modes:
+        if obj.bench.soak_s:
+            bench_soak(obj)
+        elif obj.bench.modes:
             bench_modes(obj)
         elif obj.nodes > 1:
             bench_nodes(obj)
@@ -55,22 +57,73 @@ def main(cfg) -> None:
         sys.exit(code)
 
 
+MB = 1 << 20
+
+
+def memory_figures(m) -> dict:
+    """A phase's memory (nodes.node.Measured) as the JSON's MB figures."""
+    return dict(peak_pss_mb=round(m.memory.pss / MB, 1), peak_rss_sum_mb=round(m.memory.rss / MB, 1),
+                processes=m.memory.processes, shared_buffers_mb=round(m.shared_bytes / MB, 1),
+                dev_shm_mb=round(m.memory.dev_shm / MB, 1))
+
+
 def bench_node(obj) -> None:
     from nodes.node import Node
+    from nodes.profile import format_shares
     s = obj.sampler
     print(f"bench: env={obj.env.name} workers={s.num_workers} envs_per_worker={s.envs_per_worker} "
           f"double_buffered={s.double_buffered} policy_workers={s.num_policy_workers} "
           f"batch={s.batch_size} rollout={s.rollout} seconds/phase={obj.bench.seconds}", flush=True)
-    fps = {}
+    got = {}
     for phase in ("simulate", "sample", "train"):
-        fps[phase] = Node(obj, is_writer=False).measure(phase, obj.bench.seconds, obj.bench.warmup_s)
-        print(f"{phase:>9}: {fps[phase]:10.1f} env frames/s", flush=True)
+        got[phase] = m = Node(obj, is_writer=False).measure(phase, obj.bench.seconds, obj.bench.warmup_s)
+        print(f"{phase:>9}: {m.fps:10.1f} env frames/s", flush=True)
+        for line in format_shares(m.profile):  # where each kind of process spent the measured seconds
+            print(f"{'':>11}{line}", flush=True)
+        print(f"{'':>11}cpu cores busy: " + ", ".join(f"{k} {x:.2f}" for k, x in m.cores.items()), flush=True)
     shutil.rmtree(obj.run_dir, ignore_errors=True)  # a benchmark leaves no run behind
+    train = got["train"]
+    mem = memory_figures(train)
+    print(f"   memory: peak {mem['peak_pss_mb']:.0f} MB resident (PSS over {mem['processes']} processes; "
+          f"RSS summed {mem['peak_rss_sum_mb']:.0f} MB), shared buffers {mem['shared_buffers_mb']:.0f} MB, "
+          f"/dev/shm {mem['dev_shm_mb']:.0f} MB (training)", flush=True)
+    fps = {phase: m.fps for phase, m in got.items()}
     result = dict(pure_sim_fps=round(fps["simulate"], 1), sampler_fps=round(fps["sample"], 1),
                   train_fps=round(fps["train"], 1),
                   sampler_ratio=round(fps["sample"] / fps["simulate"], 3),
-                  train_ratio=round(fps["train"] / fps["simulate"], 3))
+                  train_ratio=round(fps["train"] / fps["simulate"], 3),
+                  profile={phase: m.profile for phase, m in got.items()},
+                  cores={phase: m.cores for phase, m in got.items()}, memory=mem)
     print(json.dumps(result), flush=True)
+
+
+def bench_soak(obj) -> None:
+    """A real training run for warmup_s + soak_s; the node's memory every 10 s (more often in a
+    short one), a line a minute, and how much it grew after the warm-up."""
+    from nodes.memory import MemoryWatch
+    b = obj.bench
+    every = min(10.0, max(1.0, (b.warmup_s + b.soak_s) / 20))  # at least 20 samples in a short soak
+    print(f"soak: env={obj.env.name}, {b.soak_s / 60:.1f} min after a {b.warmup_s:.0f} s warm-up, memory every "
+          f"{every:.0f} s", flush=True)
+    watch = MemoryWatch(every_s=every, on_sample=lambda x: x.t % 60 < every and print(
+        f"soak: {x.t / 60:5.1f} min  {x.pss / MB:8.1f} MB resident (PSS), {x.processes} processes", flush=True))
+    watch.start()
+    try:
+        summary = _timed_run(obj, os.path.join(obj.run_dir, "soak"), 1, b.warmup_s + b.soak_s)
+    finally:
+        watch.stop()
+    shutil.rmtree(obj.run_dir, ignore_errors=True)
+    after = [x for x in watch.samples if x.t >= b.warmup_s]
+    base, last, top = after[0], after[-1], max(after, key=lambda x: x.pss)
+    growth, peak_growth = (last.pss - base.pss) / base.pss, (top.pss - base.pss) / base.pss
+    print(f"soak: resident {base.pss / MB:.1f} MB after the warm-up, {last.pss / MB:.1f} MB at the end "
+          f"({growth:+.1%}; peak {top.pss / MB:.1f} MB, {peak_growth:+.1%}); {summary['fps']:.0f} env frames/s, "
+          f"{summary['env_frames']} frames", flush=True)
+    print(json.dumps(dict(soak_s=b.soak_s, warmup_s=b.warmup_s, train_fps=summary["fps"],
+                          env_frames=summary["env_frames"], pss_after_warmup_mb=round(base.pss / MB, 1),
+                          pss_end_mb=round(last.pss / MB, 1), pss_peak_mb=round(top.pss / MB, 1),
+                          growth=round(growth, 4), peak_growth=round(peak_growth, 4),
+                          samples_mb=[[round(x.t), round(x.pss / MB, 1)] for x in watch.samples])), flush=True)
 
 
 def bench_modes(obj) -> None:
@@ -88,7 +141,7 @@ def bench_modes(obj) -> None:
           f"seconds/mode={obj.bench.seconds}, train phase per mode: {', '.join(modes)}", flush=True)
     fps = {}
     for mode, one in zip(modes, configs):
-        fps[mode] = Node(one, is_writer=False).measure("train", obj.bench.seconds, obj.bench.warmup_s)
+        fps[mode] = Node(one, is_writer=False).measure("train", obj.bench.seconds, obj.bench.warmup_s).fps
         print(f"{mode:>13}: {fps[mode]:10.1f} env frames/s  ({fps[mode] / fps[modes[0]]:.3f} x {modes[0]})",
               flush=True)
     shutil.rmtree(obj.run_dir, ignore_errors=True)
@@ -96,15 +149,15 @@ def bench_modes(obj) -> None:
                           ratio_to_first={m: round(x / fps[modes[0]], 3) for m, x in fps.items()})), flush=True)
 
 
-def _timed_run(obj, run_dir: str, nodes: int) -> dict:
-    """Train from scratch for warmup_s + seconds in run_dir; return its summary."""
+def _timed_run(obj, run_dir: str, nodes: int, seconds: float | None = None) -> dict:
+    """Train from scratch in run_dir for `seconds` (warmup_s + seconds by default); return its summary."""
     from launch.app import write_resolved
     from launch.local import spawn_nodes
     from nodes.node import Node
 
     obj = copy.deepcopy(obj)
     obj.run_dir, obj.nodes = run_dir, nodes
-    obj.train.max_env_frames, obj.train.max_seconds = 0, obj.bench.warmup_s + obj.bench.seconds
+    obj.train.max_env_frames, obj.train.max_seconds = 0, seconds or obj.bench.warmup_s + obj.bench.seconds
     obj.train.checkpoint_every_s = 1e9
     shutil.rmtree(run_dir, ignore_errors=True)
     write_resolved(obj)

@@ -18,6 +18,9 @@ from collections.abc import Callable
 import torch
 
 from nodes.buffers import SlotBatch
+from nodes.profile import BATCHER, BATCHER_ROW, Clock
+
+WAIT, COPY = BATCHER.index("wait"), BATCHER.index("copy")
 
 
 class DeviceFeed:
@@ -79,6 +82,8 @@ class Batcher(threading.Thread):
         self.pending: list[int] = []  # finished slots not yet in a batch
         self.ready: SlotBatch | None = None  # a full batch copied out ahead of time
         self.error: BaseException | None = None
+        # this thread's phase split (nodes.profile)
+        self.clock = Clock(control.profile.numpy()[BATCHER_ROW] if control is not None else None)
 
     def _next_slots(self) -> list[int] | None:
         """The slots of the next full batch, taken out of `pending`; None while it is not full."""
@@ -120,6 +125,7 @@ class Batcher(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
+                self.clock(WAIT)
                 try:
                     got = self.ch.trajectories.get_many(timeout=0.05)
                 except queue.Empty:
@@ -127,6 +133,7 @@ class Batcher(threading.Thread):
                 with self.cond:
                     self.pending += got
                     if self.ready is None and (slots := self._next_slots()) is not None:
+                        self.clock(COPY)
                         self.ready = self._cut(slots)
                         self.cond.notify_all()
         except BaseException as exc:  # noqa: BLE001 - surfaced by the main loop

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from nodes.config import num_slots
+from nodes.profile import MAX_PHASES, table_rows
 
 _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.float32}
 
@@ -138,8 +139,9 @@ class SlotBatch:
 
 @dataclass
 class Control:
-    """Tiny shared state: the stop flag and per-worker env-step counters (one writer each), and
-    the policy version the workers started at (a constant: the env and action streams' key)."""
+    """Tiny shared state: the stop flag, per-worker env-step counters and the phase-time table
+    (one writer per entry), and the policy version the workers started at (a constant: the env
+    and action streams' key)."""
 
     stop: torch.Tensor  # [1] int64, nonzero = every worker leaves its loop
     worker_steps: torch.Tensor  # [W] int64, agent steps taken by rollout worker w
@@ -149,11 +151,15 @@ class Control:
     # [1] int64, sync mode with several nodes: the round the other ranks finished first (DD-PPO's
     # preemption): its rollouts end at the next step past sync.min_batch_frac of T; -1: none
     cut_round: torch.Tensor
+    # [rows, MAX_PHASES] float64: seconds per phase of every process (nodes.profile, one writer per row)
+    profile: torch.Tensor
     start_version: int = 0
 
     @classmethod
-    def create(cls, num_workers: int, start_version: int = 0) -> Control:
+    def create(cls, num_workers: int, start_version: int = 0, num_policy_workers: int = 1) -> Control:
+        rows = len(table_rows(num_policy_workers, num_workers))
         return cls(torch.zeros(1, dtype=torch.int64).share_memory_(),
                    torch.zeros(num_workers, dtype=torch.int64).share_memory_(),
                    torch.zeros(1, dtype=torch.int64).share_memory_(),
-                   torch.full((1,), -1, dtype=torch.int64).share_memory_(), start_version)
+                   torch.full((1,), -1, dtype=torch.int64).share_memory_(),
+                   torch.zeros(rows, MAX_PHASES, dtype=torch.float64).share_memory_(), start_version)

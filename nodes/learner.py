@@ -21,6 +21,10 @@ from torch import nn
 from nodes import losses
 from nodes.models import autocast
 from nodes.peers import Solo
+from nodes.profile import LEARNER, Clock
+
+FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER, OBS_NORM, STATS = (
+    LEARNER.index(p) for p in ("forward", "loss", "backward", "allreduce", "optimizer", "obs_norm", "stats"))
 
 LOGGED = ("loss", "policy_loss", "value_loss", "entropy", "ratio_dev", "grad_norm")
 
@@ -40,11 +44,13 @@ class Learner:
         self.optimizer = make_optimizer(model, algo_cfg)
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
+        self.clock = Clock()  # the node hands it its row of the phase table (nodes.profile)
 
     def loss(self, batch) -> dict[str, torch.Tensor]:
         c = self.cfg
         with autocast(self.device, self.precision):
             logits, values = self.model.unroll(batch.obs, batch.meas, batch.h0, batch.dones)
+        self.clock(LOSS)
         # summed over action heads; one log-softmax per head serves both
         logp, entropy = self.model.heads.log_prob_and_entropy(logits[:, :-1], batch.actions)
         log_ratio = logp - batch.logp
@@ -67,22 +73,28 @@ class Learner:
     def device_step(self, batch) -> tuple[torch.Tensor, int, SyncTimer]:
         """The step without any host sync of its own: (the logged scalars as one device tensor, in
         LOGGED order; the samples over all ranks; the all-reduce's timer, read after the sync)."""
+        self.clock(FORWARD)
         batch = batch.to(self.device)
         parts = self.loss(batch)
+        self.clock(BACKWARD)
         self.optimizer.zero_grad(set_to_none=False)
         parts["loss"].backward()
+        self.clock(ALLREDUCE)
         timer = SyncTimer(self.device)
         global_samples = self.peers.reduce_gradients(self.model, batch.num_samples)
         timer.stop()
+        self.clock(OPTIMIZER)
         if self.cfg.max_grad_norm > 0:
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
         else:
             grad_norm = parts["loss"].new_zeros(())
         self.optimizer.step()
+        self.clock(OBS_NORM)
         # Observation statistics change the policy too, so they move with the version: updated
         # after the loss, the learner's policy at loss time is exactly the published one.
         self.model.update_norms(batch.obs[:, :-1], batch.meas[:, :-1], self.peers.all_sum)
         self.version += 1
+        self.clock(STATS)
         scalars = torch.stack([parts[k].detach().float() for k in LOGGED[:-1]] + [grad_norm.detach().float()])
         return scalars, global_samples, timer
 

@@ -26,26 +26,31 @@ import os
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
 from nodes import checkpoint as ckpt
-from nodes import seeds
+from nodes import profile, seeds
 from nodes.batcher import Batcher, wait_for_batch
 from nodes.buffers import SlotBatch
 from nodes.config import in_rounds, slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import CheckpointError, Stopped, one_line
 from nodes.learner import Learner
+from nodes.memory import MemoryWatch, Sample
 from nodes.models import ActorCritic, deterministic_kernels, param_checksum
 from nodes.peers import Peers, Solo
 from nodes.placement import Placement, apply, here, use_device
 from nodes.processes import WorkerPool
+from nodes.profile import LEARNER, LEARNER_ROW, Clock
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 from nodes.signals import StopSignals
 from nodes.stats import RankRow, RankStats, RunStats, TensorBoard, merged_reward
 
 log = logging.getLogger("nodes")
+
+WAIT, PUBLISH, STATS = (LEARNER.index(p) for p in ("wait", "publish", "stats"))
 
 
 class Node:
@@ -121,6 +126,7 @@ class Node:
         self.pool = WorkerPool(self.cfg, self.rank, self.spec, self.model, self.signals, self.stats.add_episode,
                                self.placement.worker_cores, start_version=self.learner.version)
         self.pool.weights.publish(self.model, self.learner.version)
+        self.learner.clock = Clock(self.pool.control.profile.numpy()[LEARNER_ROW])
         self.pool.start(phase)
         if phase != "simulate":
             self.batcher = Batcher(self.pool.buffers, self.pool.channels, slots_per_batch(s), self.batch_stop,
@@ -157,6 +163,7 @@ class Node:
     def _iteration(self, min_slots: int) -> dict:
         """One learner iteration, identical in its collective calls on every rank."""
         cfg = self.cfg
+        self.learner.clock(WAIT)
         batch, partial = wait_for_batch(self.batcher, self.peers, self.learner.version, cfg.sync.straggler,
                                            min_slots, self._idle)
         self.partial_batches += partial
@@ -185,14 +192,19 @@ class Node:
         policy k, and learn on round k meanwhile: every update is on data exactly one policy
         older (lag 1; the first 0), and no env can see a policy before every env finished the
         round, so which policy chose which action never depends on timing."""
+        clock = self.learner.clock
         if self.cfg.sampler.mode == "deterministic":
+            clock(PUBLISH)
             self.pool.weights.publish(self.model, self.learner.version)
             self.batcher.release(self.held)
             self.held = batch
-            return self.learner.train_step(batch)
-        train = self.learner.train_step(batch)
-        self.pool.weights.publish(self.model, self.learner.version)
-        self.batcher.release(batch)
+            train = self.learner.train_step(batch)
+        else:
+            train = self.learner.train_step(batch)
+            clock(PUBLISH)
+            self.pool.weights.publish(self.model, self.learner.version)
+            self.batcher.release(batch)
+        clock(STATS)
         return train
 
     def _train(self, tb: TensorBoard | None) -> None:
@@ -293,20 +305,33 @@ class Node:
         return summary
 
     # ----------------------------------------------------------------- benchmark phases
-    def measure(self, phase: str, seconds: float, warmup_s: float) -> float:
-        """Env frames/s of one phase: "simulate", "sample" or "train", after a warm-up."""
-        fs = self.cfg.env.frameskip
+    def measure(self, phase: str, seconds: float, warmup_s: float) -> Measured:
+        """One phase, "simulate", "sample" or "train", after a warm-up: its env frames/s, where
+        its processes' time went over the measured seconds (nodes.profile) and the node's memory
+        (nodes.memory: the peak over the whole phase, sampled every second)."""
+        fs, s = self.cfg.env.frameskip, self.cfg.sampler
+        watch = MemoryWatch(every_s=1.0)
         with self.signals:
             try:
                 self._start(phase)
+                watch.start()
+                table = self.pool.control.profile.numpy()
                 t_warm = time.time() + warmup_s
-                t0, s0, t_end = None, 0, math.inf
+                t0, s0, t_end, before = None, 0, math.inf, None
                 while True:
                     now = time.time()
                     if t0 is None and now >= t_warm:  # a slow first step may overrun the warm-up:
                         t0, s0, t_end = now, self.pool.worker_steps, now + seconds  # still measure `seconds`
+                        before, cpu0 = table.copy(), profile.cpu_by_kind(self.pool)
                     if now >= t_end:
-                        return (self.pool.worker_steps - s0) * fs / (now - t0)
+                        fps = (self.pool.worker_steps - s0) * fs / (now - t0)
+                        split = profile.shares(before, table.copy(), profile.table_rows(s.num_policy_workers,
+                                                                                         s.num_workers))
+                        cpu1 = profile.cpu_by_kind(self.pool)
+                        cores = {k: round((cpu1[k] - cpu0[k]) / (now - t0), 2) for k in cpu1}
+                        watch.stop()
+                        return Measured(fps, split, cores, watch.peak(), self.pool.shared_bytes)
+                    self.learner.clock(WAIT)
                     self._idle()
                     if phase == "simulate":
                         time.sleep(0.05)  # nothing to wait for but the clock
@@ -317,4 +342,17 @@ class Node:
                     elif batch is not None:
                         self.batcher.release(batch)
             finally:
+                if watch.samples:
+                    watch.stop()
                 self._stop()
+
+
+@dataclass
+class Measured:
+    """What `Node.measure` found for one phase."""
+
+    fps: float  # env frames/s over the measured seconds
+    profile: dict  # {process kind: {phase: share of its time}} (nodes.profile.shares)
+    cores: dict  # {main | policy | rollout: CPU cores those processes kept busy} (nodes.profile.cpu_by_kind)
+    memory: Sample  # the node's peak memory sample (nodes.memory)
+    shared_bytes: int  # the node's own shared buffers (WorkerPool.shared_bytes)

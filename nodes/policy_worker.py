@@ -23,7 +23,10 @@ from nodes import seeds
 from nodes.buffers import env_groups
 from nodes.models import ActorCritic, autocast, deterministic_kernels
 from nodes.placement import use_device
+from nodes.profile import POLICY, Clock, policy_row
 from nodes.weights import WeightsReader
+
+WAIT, WEIGHTS, FORWARD, WRITE, REPLY = (POLICY.index(p) for p in ("wait", "weights", "forward", "write", "reply"))
 
 GPU_WAIT_S = 0.002  # longest wait for more requests before a GPU forward pass
 # sampler.mode=deterministic on a CPU: envs per forward pass, env e always at row e % PASS_ROWS of
@@ -96,8 +99,9 @@ class Inference:
     are drawn with the buffers' per-env uniforms when there are any."""
 
     def __init__(self, model: ActorCritic, buffers, device: torch.device, staged: bool, precision: str = "fp32",
-                 per_env: bool = False):
+                 per_env: bool = False, clock: Clock | None = None):
         self.model, self.b, self.device, self.per_env = model, buffers, device, per_env
+        self.clock = clock or Clock()  # forward (gathering the inputs included) vs writing the results
         self.autocast = lambda: autocast(device, precision)
         self.T1 = buffers.obs.shape[1]
         self.staging = Staging(buffers, device, len(buffers.env_slot)) if staged else None
@@ -125,6 +129,7 @@ class Inference:
     @torch.inference_mode()
     def __call__(self, env_ids: torch.Tensor, version: int) -> None:
         b, model = self.b, self.model
+        self.clock(FORWARD)
         slots, ts = b.env_slot[env_ids], b.env_t[env_ids]
         fixed_passes = self.staging is None and self.per_env
         uniforms = b.uniforms[slots, ts] if b.uniforms.shape[-1] and not fixed_passes else None
@@ -137,6 +142,7 @@ class Inference:
             obs, meas, h_dev = self.staging.inputs(slots * self.T1 + ts, env_ids)
             on_device = None if uniforms is None else uniforms.to(self.device, non_blocking=True)
             actions, logp, values, h_new = self.staging.outputs(*self._forward(obs, meas, h_dev, on_device))
+        self.clock(WRITE)
         b.actions[slots, ts] = actions
         b.logp[slots, ts] = logp
         b.values[slots, ts] = values
@@ -174,8 +180,9 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
     while not weights.maybe_update():  # the learner publishes its weights before we start
         time.sleep(0.001)
     groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
+    clock = Clock(control.profile.numpy()[policy_row(index)])
     infer = Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
-                      per_env=cfg.sampler.mode == "deterministic")
+                      per_env=cfg.sampler.mode == "deterministic", clock=clock)
     # with double buffering at most half the groups wait at once; split over the policy workers
     n_groups = sum(len(g) for g in groups)
     enough = max(1, n_groups // (2 * cfg.sampler.num_policy_workers))
@@ -183,11 +190,14 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
     # where the model really is (tests/test_gpu.py reads this from the log)
     channels.reports.put(("ready", f"policy worker {index}", str(next(model.parameters()).device)))
     while not control.stop[0]:
+        clock(WAIT)
         try:
             requests = take_requests(channels.requests, wait_s, enough)
         except queue.Empty:
             continue
+        clock(WEIGHTS)
         weights.maybe_update()
         infer(torch.cat([groups[w][g] for w, g in requests]), weights.version)
+        clock(REPLY)
         for w, g in requests:
             channels.actions[w].put(g)

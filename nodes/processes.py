@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import logging
 import os
 import queue
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from multiprocessing import resource_tracker
 from typing import Any
 
+import torch
 import torch.multiprocessing as mp
 from faster_fifo import Queue
 
@@ -131,7 +133,7 @@ class WorkerPool:
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
         self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
-        self.control = Control.create(s.num_workers, start_version)
+        self.control = Control.create(s.num_workers, start_version, s.num_policy_workers)
         self.channels = Channels.create(s.num_workers)
         self.buffers = allocate(spec, s, model.state_size)
         self.weights = SharedWeights(model, s.policy_device or cfg.train.device)
@@ -192,6 +194,15 @@ class WorkerPool:
             if p.exitcode is not None and not self.control.stop[0]:
                 self.poll(timeout=0.0)  # prefer the worker's own traceback if it sent one
                 raise WorkerFailed(f"{p.name} exited unexpectedly (exit code {p.exitcode})")
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of the node's own shared memory: trajectory buffers, control block, weights."""
+        tensors = [getattr(self.buffers, f.name) for f in dataclasses.fields(self.buffers)]
+        tensors += [getattr(self.control, f.name) for f in dataclasses.fields(self.control)
+                    if isinstance(getattr(self.control, f.name), torch.Tensor)]
+        tensors += [self.weights.flat, self.weights.meta]
+        return sum(t.numel() * t.element_size() for t in tensors)
 
     @property
     def worker_steps(self) -> int:

@@ -20,6 +20,9 @@ from nodes import seeds
 from nodes.buffers import env_groups
 from nodes.config import in_rounds
 from nodes.envs import env_spec, make_env, private_workdir
+from nodes.profile import ROLLOUT, Clock, rollout_row
+
+WAIT, ENV_STEP, BOOKKEEPING = (ROLLOUT.index(p) for p in ("wait", "env_step", "bookkeeping"))
 
 
 class GroupStepper:
@@ -28,8 +31,9 @@ class GroupStepper:
     Kept apart from the process loop so the slot/step index logic is testable on its own.
     """
 
-    def __init__(self, cfg, worker: int, buffers, channels, envs, control, rank: int = 0):
+    def __init__(self, cfg, worker: int, buffers, channels, envs, control, rank: int = 0, clock: Clock | None = None):
         self.cfg, self.w, self.ch, self.envs, self.control, self.rank = cfg, worker, channels, envs, control, rank
+        self.clock = clock or Clock()  # this process's phase split (nodes.profile)
         self.T = buffers.rollout
         self.k = cfg.sampler.envs_per_worker
         self.groups = env_groups(cfg.sampler)[worker]
@@ -103,7 +107,9 @@ class GroupStepper:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
             action = self.actions[slot, t]
+            self.clock(ENV_STEP)
             obs, reward, done, info = self.envs[i].step(int(action[0]) if self.one_head else action)
+            self.clock(BOOKKEEPING)
             self.rewards[slot, t] = info.get("train_reward", reward) * self.scale
             self.dones[slot, t] = done
             self.ep_return[i] += reward
@@ -113,7 +119,9 @@ class GroupStepper:
                 if info.get("episode_end", True):
                     self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i])))
                     self.ep_return[i], self.ep_len[i] = 0.0, 0
+                    self.clock(ENV_STEP)
                     obs = self.envs[i].reset()
+                    self.clock(BOOKKEEPING)
             t += 1
             if t == self.T or (cut and t >= self.min_steps):
                 self.write_obs(slot, t, obs)  # bootstrap observation of the finished slot
@@ -182,18 +190,23 @@ def run_rollout_worker(cfg, rank: int, worker: int, buffers, channels, control, 
 
 def _sample(cfg, rank: int, worker: int, envs, buffers, channels, control) -> None:
     """Double-buffered sampling: step whichever group's actions have arrived."""
-    stepper = GroupStepper(cfg, worker, buffers, channels, envs, control, rank)
+    clock = Clock(control.profile.numpy()[rollout_row(cfg.sampler.num_policy_workers, worker)])
+    stepper = GroupStepper(cfg, worker, buffers, channels, envs, control, rank, clock)
     stepper.start()
     while not stepper.stopping():
         if stepper.parked:
+            clock(BOOKKEEPING)
             stepper.unpark()
             if len(stepper.parked) == len(stepper.groups):  # nothing to step: poll for the release
+                clock(WAIT)
                 time.sleep(0.0005)
                 continue
+        clock(WAIT)
         try:
             groups = channels.actions[worker].get_many(timeout=0.002 if stepper.parked else 0.1)
         except queue.Empty:
             continue
+        clock(BOOKKEEPING)
         for g in groups:
             stepper.step_group(g)
 
@@ -215,9 +228,14 @@ def _simulate(cfg, seed: int, worker: int, envs, buffers, control) -> None:
     for env, slot in zip(envs, slots):
         write(slot, env.reset())
     sizes = np.array(spec.action_heads)
+    clock = Clock(control.profile.numpy()[rollout_row(cfg.sampler.num_policy_workers, worker)])
     while not control.stop[0]:
         actions = (rng.random((len(envs), len(sizes))) * sizes).astype(np.int64)
         for env, slot, a in zip(envs, slots, actions):
+            clock(ENV_STEP)
             obs, _, done, info = env.step(int(a[0]) if len(sizes) == 1 else a)
-            write(slot, env.reset() if done and info.get("episode_end", True) else obs)
+            if done and info.get("episode_end", True):
+                obs = env.reset()
+            clock(BOOKKEEPING)
+            write(slot, obs)
         steps[worker] += len(envs)

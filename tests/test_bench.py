@@ -14,12 +14,27 @@ def test_bench_prints_three_phases_and_json(tmp_path):
                       "bench.warmup_s=1", timeout=240)
     lines = proc.stdout.strip().splitlines()
     result = json.loads(lines[-1])
-    assert set(result) == {"pure_sim_fps", "sampler_fps", "train_fps", "sampler_ratio", "train_ratio"}
+    assert set(result) == {"pure_sim_fps", "sampler_fps", "train_fps", "sampler_ratio", "train_ratio", "profile",
+                           "cores", "memory"}
     assert all(result[k] > 0 for k in ("pure_sim_fps", "sampler_fps", "train_fps"))
     assert abs(result["train_ratio"] - result["train_fps"] / result["pure_sim_fps"]) < 1e-2
     assert abs(result["sampler_ratio"] - result["sampler_fps"] / result["pure_sim_fps"]) < 1e-2
     for phase in ("simulate:", "sample:", "train:"):
         assert any(ln.strip().startswith(phase) for ln in lines), proc.stdout
+    # the profile: every process kind that ran, its phases' shares summing to one
+    prof = result["profile"]
+    assert set(prof["simulate"]) == {"learner", "rollout"}  # no policy worker, no batcher without inference
+    assert set(prof["train"]) == {"learner", "batcher", "policy", "rollout"}
+    for split in prof["train"].values():
+        assert abs(sum(split.values()) - 1) < 0.01
+    assert prof["train"]["learner"]["backward"] > 0 and prof["sample"]["learner"]["backward"] == 0
+    assert prof["train"]["policy"]["forward"] > 0 and prof["simulate"]["rollout"]["env_step"] > 0
+    assert result["cores"]["simulate"]["rollout"] > 0.2 and result["cores"]["train"]["main"] > 0.1
+    assert any(ln.strip().startswith("learner: ") for ln in lines), proc.stdout
+    # memory: the main process, janitor, policy worker and two rollout workers at least
+    mem = result["memory"]
+    assert mem["processes"] >= 5 and 100 < mem["peak_pss_mb"] <= mem["peak_rss_sum_mb"]
+    assert mem["shared_buffers_mb"] > 0 and any("memory: peak" in ln for ln in lines), proc.stdout
     assert not (tmp_path / "b").exists()  # a benchmark leaves no run directory behind
 
 
@@ -41,6 +56,25 @@ def test_bench_modes_refuses_an_unknown_mode_before_starting(tmp_path):
                       check=False, timeout=120)
     assert proc.returncode == 2 and "bench.modes: each must be one of async, sync, deterministic, got 'lockstep'" \
         in proc.stderr, proc.stderr
+
+
+def test_soak_trains_and_reports_memory_growth_after_the_warm_up(tmp_path):
+    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.soak_s=6",
+                      "bench.warmup_s=2", timeout=240)
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["soak_s"] == 6 and result["env_frames"] > 0 and result["train_fps"] > 0
+    samples = result["samples_mb"]
+    after = [mb for t, mb in samples if t >= 2]  # the warm-up counts from the launch
+    assert len(samples) >= 6 and all(mb > 100 for mb in after)
+    assert result["pss_after_warmup_mb"] == after[0] and result["pss_end_mb"] == after[-1]
+    assert abs(result["growth"] - (after[-1] - after[0]) / after[0]) < 1e-3
+    assert "soak: resident" in proc.stdout and not (tmp_path / "b").exists()
+
+
+def test_soak_refuses_several_nodes_before_starting(tmp_path):
+    proc = run_module("launch.bench", f"hydra.run.dir={tmp_path}/b", *FAST_GYM, "bench.soak_s=60", "nodes=2",
+                      check=False, timeout=120)
+    assert proc.returncode == 2 and "bench.soak_s watches one node's memory: use nodes=1" in proc.stderr
 
 
 def test_bench_nodes_reports_total_per_node_and_sync_share(tmp_path):
