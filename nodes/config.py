@@ -138,6 +138,9 @@ class BenchConfig:
     # training schemes to compare on this layout, one node: bench.modes=[async,sync,deterministic]
     # measures only the train phase of each, in this order, and prints each one's ratio to the first
     modes: list[str] = field(default_factory=list)
+    # > 0: the soak test instead: a real training run for warmup_s + soak_s with the node's memory
+    # sampled every 10 s, and its growth after the warm-up (bench.soak_s=1800: 30 minutes)
+    soak_s: float = 0.0
 
 
 @dataclass
@@ -239,6 +242,9 @@ def validate(cfg: Any) -> None:
     for mode in cfg.bench.modes:
         need(mode in SAMPLER_MODES, f"bench.modes: each must be one of {', '.join(SAMPLER_MODES)}, got '{mode}'")
     need(not cfg.bench.modes or cfg.nodes == 1, "bench.modes compares training schemes on one node: use nodes=1")
+    need(cfg.bench.soak_s >= 0, f"bench.soak_s must be >= 0 (0: no soak), got {cfg.bench.soak_s}")
+    need(not cfg.bench.soak_s or (cfg.nodes == 1 and not cfg.bench.modes),
+         "bench.soak_s watches one node's memory: use nodes=1 and no bench.modes")
     need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")
     need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
