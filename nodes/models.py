@@ -56,7 +56,10 @@ class RunningNorm(nn.Module):
         self.count.copy_(total)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return ((x.float() - self.mean) * torch.rsqrt(self.var + 1e-5)).clamp_(-self.clip, self.clip)
+        # in place on a fresh float copy (it keeps x's memory format): on a learner batch of
+        # pixels each new tensor is 100+ MB, and allocating them cost as much as the arithmetic
+        y = x.to(torch.float32, copy=True)
+        return y.sub_(self.mean).mul_(torch.rsqrt(self.var + 1e-5)).clamp_(-self.clip, self.clip)
 
 
 class ConvEncoder(nn.Module):
@@ -115,6 +118,7 @@ class MLPEncoder(nn.Module):
 
 
 ENCODERS = {"conv": ConvEncoder, "impala": ImpalaEncoder, "mlp": MLPEncoder}
+IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (ActorCritic.update_norms)
 MEAS_SIZE = 128  # width of the measurements MLP of the "full" model
 
 
@@ -210,8 +214,17 @@ class ActorCritic(nn.Module):
         self.actor = nn.Linear(out, sum(self.heads.sizes))
         self.critic = nn.Linear(out, 1)
         self.apply(_init)
+        # Convolutions in channels-last layout (weights here, activations in _features): oneDNN's
+        # CPU kernels ran the simplified encoder's forward + backward 22% faster that way here
+        # (batch 1056: 0.97 -> 0.76 s), and it is cuDNN's preferred layout too. Values, state
+        # dicts, checksums and the flat weights hand-off are layout-blind (logical order).
+        self.channels_last = spec.is_image and len(spec.obs_shape) == 3
+        if self.channels_last:
+            self.encoder.to(memory_format=torch.channels_last)
 
     def _features(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
+        if self.channels_last:  # the uint8 pixels re-laid out, so everything after stays channels-last
+            obs = obs.contiguous(memory_format=torch.channels_last)
         x = self.encoder(self.obs_norm(obs))
         if self.use_meas:
             x = torch.cat([x, self.meas_mlp(self.meas_norm(meas))], -1)
@@ -240,7 +253,9 @@ class ActorCritic(nn.Module):
         only serves the bootstrap value."""
         b, t1 = obs.shape[:2]
         x = self._features(obs.reshape(b * t1, *obs.shape[2:]), meas.reshape(b * t1, -1)).view(b, t1, -1)
-        if self.recurrent:
+        if self.core_kind == "gru":
+            x = self._gru_unroll(x, state0, 1.0 - dones.float())
+        elif self.recurrent:
             keep = 1.0 - dones.float()
             state, outs = state0, []
             for t in range(t1):
@@ -251,7 +266,34 @@ class ActorCritic(nn.Module):
             x = torch.stack(outs, 1)
         return self.actor(x).float(), self.critic(x).squeeze(-1).float()
 
+    def _gru_unroll(self, x: torch.Tensor, h: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """nn.GRUCell's equations over [B, T+1, F] inputs, with the input projection of every step
+        in one matrix product (forward and backward) instead of one small one per step: the
+        step-by-step cell spent most of its time in 33 products of 32 rows each. keep [B, T]: 0
+        where an episode ended after step t (the next step starts from a zero state). The policy
+        worker's single steps use nn.GRUCell on the same weights: equal to float rounding."""
+        cell = self.core
+        gi = nn.functional.linear(x, cell.weight_ih, cell.bias_ih)  # [B, T+1, 3H]
+        i_r, i_z, i_n = gi.chunk(3, -1)
+        outs = []
+        for t in range(x.shape[1]):
+            h_r, h_z, h_n = nn.functional.linear(h, cell.weight_hh, cell.bias_hh).chunk(3, -1)
+            r = torch.sigmoid(i_r[:, t] + h_r)
+            z = torch.sigmoid(i_z[:, t] + h_z)
+            n = torch.tanh(i_n[:, t] + r * h_n)
+            h = n + z * (h - n)  # (1 - z) n + z h
+            outs.append(h)
+            if t < x.shape[1] - 1:
+                h = h * keep[:, t : t + 1]
+        return torch.stack(outs, 1)
+
     def update_norms(self, obs: torch.Tensor, meas: torch.Tensor, all_sum=None) -> None:
+        """Fold a batch [B, T, ...] into the running statistics. Of pixels, every
+        IMAGE_STATS_EVERY-th step of each trajectory: a learner batch of VizDoom frames is 28 M
+        values, and their float64 moments cost a seventh of the learner's step; a per-pixel mean
+        over hundreds of steps of 128+ frames each is as good as over 1024 each."""
+        if obs.dim() > 3:
+            obs = obs[:, ::IMAGE_STATS_EVERY]
         self.obs_norm.update(obs, all_sum)
         if self.use_meas:
             self.meas_norm.update(meas, all_sum)

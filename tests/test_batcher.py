@@ -11,7 +11,7 @@ import pytest
 from helpers import compose
 
 from nodes.batcher import Batcher
-from nodes.buffers import allocate
+from nodes.buffers import Control, allocate
 from nodes.envs import EnvSpec
 
 PER_BATCH, ROLLOUT = 3, 2
@@ -170,8 +170,7 @@ def test_in_rounds_a_batch_is_one_round_of_every_env_ordered_by_env_and_released
     buffers.slot_env[:6] = torch.tensor([0, 1, 2, 0, 1, 2])
     buffers.slot_round[:6] = torch.tensor([0, 0, 0, 1, 1, 1])
     ch, stop = SimpleNamespace(trajectories=ListQueue(), free_slots=ListQueue()), threading.Event()
-    control = SimpleNamespace(rounds_released=torch.zeros(1, dtype=torch.int64),
-                              cut_round=torch.full((1,), -1, dtype=torch.int64))
+    control = Control.create(num_workers=1)
     released = control.rounds_released
     buffers.slot_len[:6] = torch.tensor([ROLLOUT] * 3 + [ROLLOUT, 1, ROLLOUT])  # round 1: env 1 preempted
     batcher = Batcher(buffers, ch, 3, stop, rounds=True, control=control)

@@ -50,12 +50,15 @@ def test_model_builds_from_the_env_spec(name, spec):
         assert model.core_kind == "lstm" and model.state_size == 2 * model_cfg(name).hidden_size
 
 
-@pytest.mark.parametrize("core", ["gru", "lstm"])
-def test_unroll_equals_step_by_step(core):
-    """The learner's BPTT sees exactly the behaviour policy's outputs (recurrent state reset at dones)."""
+@pytest.mark.parametrize("core,pixels", [("gru", False), ("lstm", False), ("gru", True)])
+def test_unroll_equals_step_by_step(core, pixels):
+    """The learner's BPTT sees exactly the behaviour policy's outputs (recurrent state reset at
+    dones): the GRU unroll's hoisted input products and, on pixels, the channels-last convolutions
+    included."""
     torch.manual_seed(1)
-    spec = EnvSpec((6,), np.float32, (3, 2), meas_size=0)
-    model = ActorCritic(spec, model_cfg("mlp", fc_size=16, core=core, hidden_size=8))
+    spec = DOOM if pixels else EnvSpec((6,), np.float32, (3, 2), meas_size=0)
+    model = ActorCritic(spec, model_cfg("simplified" if pixels else "mlp", fc_size=16, core=core, hidden_size=8))
+    assert model.channels_last == pixels
     b, t = 4, 7
     obs, meas = inputs(spec, b, t + 1)
     dones = torch.rand(b, t) < 0.3
@@ -100,3 +103,25 @@ def test_full_model_output_depends_on_measurements():
     a, _, _ = simplified.step(obs, meas, state[:, :simplified.state_size])
     b, _, _ = simplified.step(obs, meas + 30, state[:, :simplified.state_size])
     assert torch.equal(a, b)
+
+
+def test_pixel_statistics_come_from_every_eighth_step_and_are_layout_blind():
+    from nodes.models import IMAGE_STATS_EVERY, RunningNorm
+    torch.manual_seed(2)
+    model = ActorCritic(DOOM, model_cfg("simplified", fc_size=16, hidden_size=8))
+    obs, meas = inputs(DOOM, 3, 16)
+    model.update_norms(obs, meas)
+    ref = RunningNorm(DOOM.obs_shape)
+    ref.update(obs[:, ::IMAGE_STATS_EVERY])
+    assert IMAGE_STATS_EVERY == 8 and int(model.obs_norm.count) == 3 * 2
+    assert torch.equal(model.obs_norm.mean, ref.mean) and torch.equal(model.obs_norm.var, ref.var)
+    # the channels-last weights hand over in logical order: a copy in the plain layout computes the same
+    assert model.encoder.conv[0].weight.is_contiguous(memory_format=torch.channels_last)
+    plain = ActorCritic(DOOM, model_cfg("simplified", fc_size=16, hidden_size=8))
+    plain.encoder.to(memory_format=torch.contiguous_format)
+    plain.channels_last = False
+    plain.load_state_dict(model.state_dict())
+    assert plain.encoder.conv[0].weight.is_contiguous()
+    x = obs[:, 0]
+    assert torch.allclose(model.step(x, meas[:, 0], torch.zeros(3, 8))[0],
+                          plain.step(x.contiguous(), meas[:, 0], torch.zeros(3, 8))[0], atol=1e-5)
