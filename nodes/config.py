@@ -141,6 +141,16 @@ class BenchConfig:
     # > 0: the soak test instead: a real training run for warmup_s + soak_s with the node's memory
     # sampled every 10 s, and its growth after the warm-up (bench.soak_s=1800: 30 minutes)
     soak_s: float = 0.0
+    # launch.scaling (the cluster on paper): all-reduces are timed in gloo groups of these many local ranks
+    scaling_ranks: list[int] = field(default_factory=lambda: [2, 4, 8])
+    scaling_repeats: int = 10  # launch.scaling: timed all-reduces per size and rank count (the median)
+    scaling_steps: int = 5  # launch.scaling: timed learner steps on this CPU (the median)
+    # launch.scaling: the learner's iteration on a GPU, assumed (nothing here has run on one). The
+    # default layout's step (doom_basic, model=simplified, 32 x 32 samples) is 60 GFLOP of matmuls and
+    # convolutions, forward and backward (torch's FlopCounterMode; launch.scaling prints it for any
+    # model): 10 ms is 6 TFLOP/s achieved, a modest rate since its convolutions are small and its
+    # 33-step GRU unroll is a chain of small sequential kernels each way
+    gpu_iteration_s: float = 0.01
 
 
 @dataclass
@@ -245,6 +255,13 @@ def validate(cfg: Any) -> None:
     need(cfg.bench.soak_s >= 0, f"bench.soak_s must be >= 0 (0: no soak), got {cfg.bench.soak_s}")
     need(not cfg.bench.soak_s or (cfg.nodes == 1 and not cfg.bench.modes),
          "bench.soak_s watches one node's memory: use nodes=1 and no bench.modes")
+    b = cfg.bench
+    need(len(b.scaling_ranks) >= 1 and all(2 <= r <= 64 for r in b.scaling_ranks),
+         "bench.scaling_ranks: each must be in [2, 64] (local gloo ranks per measurement), "
+         f"got {list(b.scaling_ranks)}")
+    need(b.scaling_repeats >= 1, f"bench.scaling_repeats must be >= 1, got {b.scaling_repeats}")
+    need(b.scaling_steps >= 1, f"bench.scaling_steps must be >= 1, got {b.scaling_steps}")
+    need(b.gpu_iteration_s > 0, f"bench.gpu_iteration_s must be > 0 (seconds, assumed), got {b.gpu_iteration_s}")
     need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")
     need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
