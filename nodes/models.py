@@ -55,11 +55,13 @@ class RunningNorm(nn.Module):
         self.var.copy_((self.var * self.count + b_var * n + delta.pow(2) * self.count * n / total) / total)
         self.count.copy_(total)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # in place on a fresh float copy (it keeps x's memory format): on a learner batch of
-        # pixels each new tensor is 100+ MB, and allocating them cost as much as the arithmetic
-        y = x.to(torch.float32, copy=True)
-        return y.sub_(self.mean).mul_(torch.rsqrt(self.var + 1e-5)).clamp_(-self.clip, self.clip)
+    def forward(self, x: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+        """(x - mean) / std, clipped, as float32 in `memory_format`. One float copy (converting the
+        layout on the way), then one fused multiply-add and the clip in place: on a learner batch of
+        pixels each pass is 100+ MB, and each new tensor cost as much as its arithmetic."""
+        y = x.to(torch.float32, memory_format=memory_format, copy=True)
+        scale = torch.rsqrt(self.var + 1e-5)
+        return torch.addcmul(-self.mean * scale, y, scale, out=y).clamp_(-self.clip, self.clip)
 
 
 class ConvEncoder(nn.Module):
@@ -68,13 +70,14 @@ class ConvEncoder(nn.Module):
     def __init__(self, obs_shape, fc_size: int):
         super().__init__()
         c = obs_shape[0]
+        # ELU in place (its backward needs only its output): no second 70 MB activation per layer
         self.conv = nn.Sequential(
-            nn.Conv2d(c, 32, 8, stride=4), nn.ELU(),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ELU(),
-            nn.Conv2d(64, 128, 3, stride=2), nn.ELU(),
+            nn.Conv2d(c, 32, 8, stride=4), nn.ELU(inplace=True),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ELU(inplace=True),
+            nn.Conv2d(64, 128, 3, stride=2), nn.ELU(inplace=True),
             nn.Flatten(),
         )
-        self.fc = nn.Sequential(nn.Linear(_flat_size(self.conv, obs_shape), fc_size), nn.ELU())
+        self.fc = nn.Sequential(nn.Linear(_flat_size(self.conv, obs_shape), fc_size), nn.ELU(inplace=True))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(obs))
@@ -223,9 +226,9 @@ class ActorCritic(nn.Module):
             self.encoder.to(memory_format=torch.channels_last)
 
     def _features(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
-        if self.channels_last:  # the uint8 pixels re-laid out, so everything after stays channels-last
-            obs = obs.contiguous(memory_format=torch.channels_last)
-        x = self.encoder(self.obs_norm(obs))
+        # pixels become float in channels-last layout (one copy for both), which the convolutions keep
+        layout = torch.channels_last if self.channels_last else torch.preserve_format
+        x = self.encoder(self.obs_norm(obs, layout))
         if self.use_meas:
             x = torch.cat([x, self.meas_mlp(self.meas_norm(meas))], -1)
         return x
