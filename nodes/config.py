@@ -19,6 +19,7 @@ from typing import Any
 from nodes.errors import need
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
+EXPLORATION_LOSSES = ("entropy", "symmetric_kl")
 
 
 @dataclass
@@ -93,7 +94,13 @@ class AlgoConfig:
     ppo_clip: bool = True  # PPO clipped surrogate; off: plain policy gradient
     clip_ratio: float = 0.1
     value_loss_coeff: float = 0.5
-    entropy_coeff: float = 0.003
+    # > 0: PPO's clipped value loss, values kept within this of the behaviour value (Sample
+    # Factory's VizDoom default: 0.2); 0: plain squared error
+    value_clip: float = 0.0
+    # entropy: the entropy bonus (entropy_coeff) | symmetric_kl: a penalty of entropy_coeff x the
+    # symmetric KL divergence to the uniform policy (Sample Factory's VizDoom default, at 0.001)
+    exploration_loss: str = "entropy"
+    entropy_coeff: float = 0.003  # the exploration loss's coefficient, whichever it is
     max_grad_norm: float = 4.0  # 0 disables clipping
     adam_eps: float = 1e-6
     adam_beta1: float = 0.9
@@ -230,6 +237,9 @@ def validate(cfg: Any) -> None:
     need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
     need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
     need(a.max_grad_norm >= 0, f"algo.max_grad_norm must be >= 0, got {a.max_grad_norm}")
+    need(a.value_clip >= 0, f"algo.value_clip must be >= 0 (0: off), got {a.value_clip}")
+    need(a.exploration_loss in EXPLORATION_LOSSES,
+         f"algo.exploration_loss must be one of {', '.join(EXPLORATION_LOSSES)}, got '{a.exploration_loss}'")
     need(t.max_env_frames >= 0, f"train.max_env_frames must be >= 0, got {t.max_env_frames}")
     need(t.max_seconds >= 0, f"train.max_seconds must be >= 0, got {t.max_seconds}")
     need(t.checkpoint_every_s > 0, f"train.checkpoint_every_s must be > 0, got {t.checkpoint_every_s}")

@@ -64,9 +64,13 @@ class Learner:
         if c.normalize_advantages:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         policy_loss = losses.ppo_surrogate(ratio, adv, c.clip_ratio) if c.ppo_clip else -(logp * adv).mean()
-        value_loss = 0.5 * (targets - values[:, :-1]).pow(2).mean()
+        value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip)
         entropy = entropy.mean()
-        total = policy_loss + c.value_loss_coeff * value_loss - c.entropy_coeff * entropy
+        if c.exploration_loss == "symmetric_kl":
+            exploration = losses.symmetric_kl_to_uniform(self.model.heads.split(logits[:, :-1])).mean()
+        else:
+            exploration = -entropy  # the entropy bonus
+        total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=(ratio - 1).abs().mean())
 

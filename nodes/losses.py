@@ -52,3 +52,27 @@ def ppo_surrogate(ratio, adv, clip_ratio: float):
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio) * adv
     return -torch.min(unclipped, clipped).mean()
+
+
+def value_loss(values, targets, old_values, clip: float):
+    """0.5 x mean squared error of the values; with clip > 0, PPO's clipped value loss: the larger
+    of the plain error and the error of the value kept within `clip` of the behaviour value, so a
+    step cannot move a value far from where the data was collected (Sample Factory's VizDoom
+    runs use 0.2)."""
+    loss = (targets - values).pow(2)
+    if clip > 0:
+        clipped = old_values + torch.clamp(values - old_values, -clip, clip)
+        loss = torch.max(loss, (targets - clipped).pow(2))
+    return 0.5 * loss.mean()
+
+
+def symmetric_kl_to_uniform(split_logp, min_logp: float = -20.0):
+    """Per sample, summed over action heads: KL(pi || U) + KL(U || pi) for each head's log-probs
+    (U uniform over the head's n actions) = sum pi log pi - mean log pi (the log n terms cancel).
+    Zero exactly at the uniform policy; unlike the entropy bonus it grows without bound as a head
+    gives an action no chance (its log-prob is floored at min_logp so one dead action cannot make
+    the loss infinite)."""
+    parts = []
+    for logp in split_logp:
+        parts.append((logp.exp() * logp).sum(-1) - logp.clamp(min=min_logp).mean(-1))
+    return torch.stack(parts, 0).sum(0)

@@ -10,6 +10,8 @@ CASES = [
     (["sampler.batch_size=1000"], "sampler.batch_size (1000) must be a positive multiple of sampler.rollout (32)"),
     (["algo.lr=0"], "algo.lr must be > 0, got 0.0"),
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
+    (["algo.value_clip=-0.2"], "algo.value_clip must be >= 0 (0: off), got -0.2"),
+    (["algo.exploration_loss=kl"], "algo.exploration_loss must be one of entropy, symmetric_kl, got 'kl'"),
     (["nodes=0"], "nodes must be >= 1, got 0"),
     (["seed=-3"], "seed must be >= 0"),
     (["env=gym", "env.id=NoSuchEnv-v0"], "unknown gymnasium env id 'NoSuchEnv-v0'"),

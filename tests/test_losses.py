@@ -63,3 +63,62 @@ def test_ppo_clipping_value_and_gradient():
     # the clipped term (ratio 1.5 above 1 + eps with a positive advantage) passes no gradient
     assert ratio.grad.tolist() == pytest.approx([-1 / 3, 0.0, 1 / 3])
     assert not math.isnan(loss.item())
+
+
+def test_clipped_value_loss_takes_the_larger_error_and_stops_a_runaway_value():
+    old = torch.tensor([1.0, 1.0, 1.0])
+    targets = torch.tensor([3.0, 3.0, 0.0])
+    values = torch.tensor([1.1, 2.0, 2.0], requires_grad=True)
+    plain = losses.value_loss(values, targets, old, clip=0.0)
+    assert plain.item() == pytest.approx(0.5 * (1.9 ** 2 + 1.0 + 4.0) / 3)
+    clipped = losses.value_loss(values, targets, old, clip=0.2)
+    # inside the clip (1.1): the plain error; moved 1.0 towards its target: clipped at 1.2, error 1.8;
+    # moved 1.0 away from its target: the plain error (2.0) is already the larger one
+    assert clipped.item() == pytest.approx(0.5 * (1.9 ** 2 + 1.8 ** 2 + 2.0 ** 2) / 3)
+    clipped.backward()
+    assert values.grad[1] == 0  # beyond the clip towards the target: no gradient pushes it further
+    assert values.grad[0] != 0 and values.grad[2] != 0
+
+
+def test_symmetric_kl_to_uniform_is_zero_at_uniform_and_grows_as_a_head_collapses():
+    uniform = [torch.log_softmax(torch.zeros(2, 3), -1), torch.log_softmax(torch.zeros(2, 5), -1)]
+    assert torch.allclose(losses.symmetric_kl_to_uniform(uniform), torch.zeros(2), atol=1e-6)
+    values = []
+    for sharpness in (0.5, 2.0, 8.0):
+        logp = torch.log_softmax(torch.tensor([[sharpness, 0.0, 0.0]]), -1)
+        p = logp.exp()
+        # KL(pi||U) + KL(U||pi), written out
+        expect = (p * (logp + math.log(3))).sum() + (-math.log(3) - logp.mean()) * 1.0
+        got = losses.symmetric_kl_to_uniform([logp])
+        assert got.item() == pytest.approx(expect.item(), rel=1e-5)
+        values.append(got.item())
+    assert values == sorted(values) and values[0] > 0
+    dead = torch.log_softmax(torch.tensor([[0.0, -1e4, 0.0]]), -1)  # one action without any chance
+    assert math.isfinite(losses.symmetric_kl_to_uniform([dead]).item())
+
+
+def test_learner_uses_the_configured_value_and_exploration_losses():
+    import numpy as np
+    from helpers import compose
+
+    from nodes.buffers import SlotBatch
+    from nodes.envs import EnvSpec
+    from nodes.learner import Learner
+    from nodes.models import ActorCritic
+
+    spec = EnvSpec((4,), np.float32, (3, 2))
+    g = torch.Generator().manual_seed(0)
+    batch = SlotBatch(obs=torch.randn(4, 6, 4, generator=g), meas=torch.zeros(4, 6, 0),
+                      actions=torch.randint(0, 2, (4, 5, 2), generator=g), logp=torch.full((4, 5), -1.8),
+                      values=torch.randn(4, 5, generator=g), rewards=torch.randn(4, 5, generator=g),
+                      dones=torch.zeros(4, 5, dtype=torch.bool), versions=torch.zeros(4, 5, dtype=torch.int64),
+                      h0=torch.zeros(4, 8))
+    parts = {}
+    variants = (("default", []), ("clip", ["algo.value_clip=0.05"]), ("kl", ["algo.exploration_loss=symmetric_kl"]))
+    for name, over in variants:
+        cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", *over)
+        torch.manual_seed(0)
+        parts[name] = {k: v.item() for k, v in Learner(ActorCritic(spec, cfg.model), cfg.algo).loss(batch).items()}
+    d, c, k = parts["default"], parts["clip"], parts["kl"]
+    assert c["value_loss"] > d["value_loss"] and c["policy_loss"] == d["policy_loss"]  # clipping can only add error
+    assert k["value_loss"] == d["value_loss"] and k["entropy"] == d["entropy"] and k["loss"] != d["loss"]

@@ -73,7 +73,7 @@ def test_straggler_costs_the_fast_node_little_sync_time(tmp_path, capsys):
     # rank 1 steps its envs with an artificial delay; SignBandit shows whether learning still works
     slow = ["nodes=2", "env=gym", "env.id=tests.envs:SlowOnRank1Bandit-v0", "model.fc_size=32", "model.hidden_size=32",
             "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=1024",
-            "algo.lr=0.001", "train.max_env_frames=100000"]
+            "algo.lr=0.003", "train.max_env_frames=50000"]  # 50k frames at 3e-3: reward 6.2 (1e-3 needs 100k)
     shares = {}
     for straggler in ("true", "false"):
         run = str(tmp_path / f"straggler_{straggler}")
