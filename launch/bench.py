@@ -97,6 +97,20 @@ def bench_node(obj) -> None:
     print(json.dumps(result), flush=True)
 
 
+def soak_growth(samples: list[tuple[float, int]], warmup_s: float) -> dict:
+    """Memory growth over a soak from (seconds, bytes) samples: the samples after the warm-up, split
+    in sixths; the first sixth's highest and lowest against the last sixth's. A node's resident
+    memory swings by a fifth within one learner step (its batch and activations come and go), so
+    one sample against another says little; a leak lifts both the peaks and the floor."""
+    after = [b for t, b in samples if t >= warmup_s]
+    n = max(1, len(after) // 6)
+    first, last = after[:n], after[-n:]
+    out = dict(first_max=max(first), last_max=max(last), first_min=min(first), last_min=min(last))
+    out.update(growth=round((out["last_max"] - out["first_max"]) / out["first_max"], 4),
+               floor_growth=round((out["last_min"] - out["first_min"]) / out["first_min"], 4))
+    return out
+
+
 def bench_soak(obj) -> None:
     """A real training run for warmup_s + soak_s; the node's memory every 10 s (more often in a
     short one), a line a minute, and how much it grew after the warm-up."""
@@ -113,16 +127,15 @@ def bench_soak(obj) -> None:
     finally:
         watch.stop()
     shutil.rmtree(obj.run_dir, ignore_errors=True)
-    after = [x for x in watch.samples if x.t >= b.warmup_s]
-    base, last, top = after[0], after[-1], max(after, key=lambda x: x.pss)
-    growth, peak_growth = (last.pss - base.pss) / base.pss, (top.pss - base.pss) / base.pss
-    print(f"soak: resident {base.pss / MB:.1f} MB after the warm-up, {last.pss / MB:.1f} MB at the end "
-          f"({growth:+.1%}; peak {top.pss / MB:.1f} MB, {peak_growth:+.1%}); {summary['fps']:.0f} env frames/s, "
+    g = soak_growth([(x.t, x.pss) for x in watch.samples], b.warmup_s)
+    print(f"soak: resident (PSS) {g['first_max'] / MB:.1f} MB at most in the first sixth after the warm-up, "
+          f"{g['last_max'] / MB:.1f} MB in the last ({g['growth']:+.1%}); lowest {g['first_min'] / MB:.1f} -> "
+          f"{g['last_min'] / MB:.1f} MB ({g['floor_growth']:+.1%}); {summary['fps']:.0f} env frames/s, "
           f"{summary['env_frames']} frames", flush=True)
     print(json.dumps(dict(soak_s=b.soak_s, warmup_s=b.warmup_s, train_fps=summary["fps"],
-                          env_frames=summary["env_frames"], pss_after_warmup_mb=round(base.pss / MB, 1),
-                          pss_end_mb=round(last.pss / MB, 1), pss_peak_mb=round(top.pss / MB, 1),
-                          growth=round(growth, 4), peak_growth=round(peak_growth, 4),
+                          env_frames=summary["env_frames"],
+                          **{f"pss_{k}_mb" if k.endswith(("max", "min")) else k:
+                             round(v / MB, 1) if k.endswith(("max", "min")) else v for k, v in g.items()},
                           samples_mb=[[round(x.t), round(x.pss / MB, 1)] for x in watch.samples])), flush=True)
 
 

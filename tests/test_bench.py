@@ -66,9 +66,23 @@ def test_soak_trains_and_reports_memory_growth_after_the_warm_up(tmp_path):
     samples = result["samples_mb"]
     after = [mb for t, mb in samples if t >= 2]  # the warm-up counts from the launch
     assert len(samples) >= 6 and all(mb > 100 for mb in after)
-    assert result["pss_after_warmup_mb"] == after[0] and result["pss_end_mb"] == after[-1]
-    assert abs(result["growth"] - (after[-1] - after[0]) / after[0]) < 1e-3
-    assert "soak: resident" in proc.stdout and not (tmp_path / "b").exists()
+    assert result["pss_first_max_mb"] in after and result["pss_last_max_mb"] in after
+    first, last = result["pss_first_max_mb"], result["pss_last_max_mb"]
+    assert abs(result["growth"] - (last - first) / first) < 1e-2
+    assert "soak: resident (PSS)" in proc.stdout and not (tmp_path / "b").exists()
+
+
+def test_soak_growth_compares_the_first_and_last_sixth_peaks_and_floors():
+    from launch.bench import soak_growth
+    # a node swinging between 100 and 130 each step: no growth, whichever two samples one picks
+    flat = [(t, 100 + 30 * (t % 2)) for t in range(60)]
+    g = soak_growth(flat, warmup_s=0)
+    assert g["growth"] == 0 and g["floor_growth"] == 0
+    # a leak of 1 per sample lifts the peaks and the floor alike
+    leak = [(t, 100 + 30 * (t % 2) + t) for t in range(60)]
+    g = soak_growth(leak, warmup_s=12)  # 48 samples after it: sixths of 8
+    assert (g["first_min"], g["first_max"]) == (112, 149) and (g["last_min"], g["last_max"]) == (152, 189)
+    assert g["growth"] == round(40 / 149, 4) and g["floor_growth"] == round(40 / 112, 4)
 
 
 def test_soak_refuses_several_nodes_before_starting(tmp_path):
