@@ -1,0 +1,110 @@
+"""Learning curves side by side: reward at equal frames and the wall-clock time to a score.
+
+    python -m launch.curves RUN_DIR [RUN_DIR ...] [--threshold 70] [--every 100000]
+                            [--sf-reward-scale 0.01]
+
+Each RUN_DIR is one of ours (its tb/ and train.log) or a Sample Factory 2 experiment directory
+(<train_dir>/<experiment>: its .summary/0 TensorBoard file and sf_log.txt), told apart by what is
+in it. The reward is the mean over the last 100 episodes as each trainer logs it: ours
+`episode/reward` (the game's score), Sample Factory's `reward/reward` (the game's score times its
+env's reward scaling, which --sf-reward-scale divides out: 0.01 for doom_basic, 1.0 for most other
+VizDoom scenarios). Time counts from the first line of the run's log (the launch), so start-up is
+included for both. Prints one table row per frame mark and a JSON line with the same figures.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
+
+
+@dataclass
+class Curve:
+    name: str
+    frames: list[int]
+    seconds: list[float]  # since launch
+    rewards: list[float]
+
+    def at(self, frames: int) -> float | None:
+        """The last reward logged at or before `frames` (None before the first)."""
+        last = None
+        for f, r in zip(self.frames, self.rewards):
+            if f > frames:
+                break
+            last = r
+        return last
+
+    def first_reaching(self, threshold: float) -> tuple[int, float] | None:
+        for f, s, r in zip(self.frames, self.seconds, self.rewards):
+            if r >= threshold:
+                return f, s
+        return None
+
+
+def _launch_time(log: Path) -> float:
+    with log.open() as fh:
+        for line in fh:
+            if m := STAMP.search(line):
+                return datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    raise SystemExit(f"curves: no timestamp in {log}")
+
+
+def _scalars(tb_dir: Path, tag: str):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tb_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    if tag not in acc.Tags()["scalars"]:
+        raise SystemExit(f"curves: {tb_dir} has no '{tag}' scalars")
+    return acc.Scalars(tag)
+
+
+def load(run: Path, sf_scale: float) -> Curve:
+    if (run / "sf_log.txt").exists():  # Sample Factory 2
+        events, start, scale = _scalars(run / ".summary" / "0", "reward/reward"), _launch_time(run / "sf_log.txt"), sf_scale
+    elif (run / "train.log").exists():
+        events, start, scale = _scalars(run / "tb", "episode/reward"), _launch_time(run / "train.log"), 1.0
+    else:
+        raise SystemExit(f"curves: {run} is neither a run directory of ours nor a Sample Factory experiment")
+    return Curve(run.name if run.name not in ("", ".") else str(run), [e.step for e in events],
+                 [e.wall_time - start for e in events], [e.value / scale for e in events])
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(prog="python -m launch.curves", description=__doc__.split("\n\n")[0])
+    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("--threshold", type=float, default=70.0, help="the score whose first arrival is timed")
+    p.add_argument("--every", type=int, default=100_000, help="frame marks of the table")
+    p.add_argument("--sf-reward-scale", type=float, default=1.0, help="Sample Factory's reward scaling of the env")
+    a = p.parse_args(argv)
+    if a.every <= 0 or a.sf_reward_scale <= 0:
+        p.error("--every and --sf-reward-scale must be positive")
+    curves = [load(r, a.sf_reward_scale) for r in a.runs]
+    last = min(c.frames[-1] for c in curves if c.frames) if all(c.frames for c in curves) else 0
+    marks = list(range(a.every, last + 1, a.every))
+    width = max(12, *(len(c.name) for c in curves))
+    print("frames".rjust(10) + "".join(c.name.rjust(width + 2) for c in curves))
+    for m in marks:
+        cells = [c.at(m) for c in curves]
+        print(f"{m:>10,}" + "".join(("-" if v is None else f"{v:.1f}").rjust(width + 2) for v in cells))
+    out = {"threshold": a.threshold, "marks": marks, "runs": {}}
+    for c in curves:
+        hit = c.first_reaching(a.threshold)
+        said = f"first >= {a.threshold:g} at {hit[0]:,} frames, {hit[1]:.0f} s after launch" if hit else \
+            f"never >= {a.threshold:g} (last {c.rewards[-1]:.1f} at {c.frames[-1]:,} frames)" if c.frames else "no episodes"
+        print(f"{c.name}: {said}")
+        out["runs"][c.name] = {"reward_at_marks": [c.at(m) for m in marks], "frames_to_threshold": hit and hit[0],
+                               "seconds_to_threshold": hit and round(hit[1], 1),
+                               "last": [c.frames[-1], c.rewards[-1]] if c.frames else None}
+    print(json.dumps(out))
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
