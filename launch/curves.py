@@ -67,11 +67,12 @@ def _scalars(tb_dir: Path, tag: str):
 
 def load(run: Path, sf_scale: float) -> Curve:
     if (run / "sf_log.txt").exists():  # Sample Factory 2
-        events, start, scale = _scalars(run / ".summary" / "0", "reward/reward"), _launch_time(run / "sf_log.txt"), sf_scale
+        events, log, scale = _scalars(run / ".summary" / "0", "reward/reward"), run / "sf_log.txt", sf_scale
     elif (run / "train.log").exists():
-        events, start, scale = _scalars(run / "tb", "episode/reward"), _launch_time(run / "train.log"), 1.0
+        events, log, scale = _scalars(run / "tb", "episode/reward"), run / "train.log", 1.0
     else:
         raise SystemExit(f"curves: {run} is neither a run directory of ours nor a Sample Factory experiment")
+    start = _launch_time(log)
     return Curve(run.name if run.name not in ("", ".") else str(run), [e.step for e in events],
                  [e.wall_time - start for e in events], [e.value / scale for e in events])
 
@@ -96,8 +97,12 @@ def main(argv: list[str] | None = None) -> dict:
     out = {"threshold": a.threshold, "marks": marks, "runs": {}}
     for c in curves:
         hit = c.first_reaching(a.threshold)
-        said = f"first >= {a.threshold:g} at {hit[0]:,} frames, {hit[1]:.0f} s after launch" if hit else \
-            f"never >= {a.threshold:g} (last {c.rewards[-1]:.1f} at {c.frames[-1]:,} frames)" if c.frames else "no episodes"
+        if hit:
+            said = f"first >= {a.threshold:g} at {hit[0]:,} frames, {hit[1]:.0f} s after launch"
+        elif c.frames:
+            said = f"never >= {a.threshold:g} (last {c.rewards[-1]:.1f} at {c.frames[-1]:,} frames)"
+        else:
+            said = "no episodes"
         print(f"{c.name}: {said}")
         out["runs"][c.name] = {"reward_at_marks": [c.at(m) for m in marks], "frames_to_threshold": hit and hit[0],
                                "seconds_to_threshold": hit and round(hit[1], 1),
