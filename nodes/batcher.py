@@ -1,8 +1,8 @@
 """Batcher: a background thread that turns finished trajectory slots into learner batches.
 
 It collects finished slot numbers from the trajectory queue and copies a full batch out of shared
-memory ahead of time, so rollout workers get the slots back at once and the copy overlaps the
-learner's previous step. It can also hand over a partial batch on request: that is how a node that
+memory ahead of time, so the copy overlaps the learner's previous step; the batch's slots go back
+to the rollout workers when the learner takes it (fewer samples queued: less policy lag). It can also hand over a partial batch on request: that is how a node that
 is behind its peers contributes the samples it has instead of stalling them (nodes.node).
 
 In rounds (sampler.mode=sync or deterministic) a batch is one rollout of every env, the k-th
@@ -101,12 +101,19 @@ class Batcher(threading.Thread):
         return sorted(slots, key=lambda s: int(self.buffers.slot_env[s]))
 
     def _cut(self, slots: list[int]) -> SlotBatch:
+        """A batch copied out of `slots`. Its slots go back to the rollout workers only when the
+        learner takes it (`_hand_over`), not when it is copied ahead of time: slots freed at the
+        copy were filled again while the batch waited, a whole batch more of samples queued ahead
+        of the learner, one more version of policy lag when the learner is the bottleneck."""
         batch = self.feed.gather(self.buffers, slots) if self.feed else SlotBatch.copy_slots(self.buffers, slots)
         batch.slots = slots
         if self.rounds:  # a preempted round: every rollout as long as the shortest
             batch.truncate(int(self.buffers.slot_len[slots].min()))
-        else:
-            self.ch.free_slots.put_many(slots)
+        return batch
+
+    def _hand_over(self, batch: SlotBatch | None) -> SlotBatch | None:
+        if batch is not None and not self.rounds:
+            self.ch.free_slots.put_many(batch.slots)
         return batch
 
     def release(self, batch: SlotBatch | None) -> None:
@@ -149,7 +156,7 @@ class Batcher(threading.Thread):
             if self.ready is None:
                 self.cond.wait(timeout)
             batch, self.ready = self.ready, None
-        return batch
+        return self._hand_over(batch)
 
     def take_partial(self, min_slots: int) -> SlotBatch | None:
         """A full batch if there is one, else every pending slot if there are at least min_slots."""
@@ -157,11 +164,11 @@ class Batcher(threading.Thread):
         with self.cond:
             if self.ready is not None:
                 batch, self.ready = self.ready, None
-                return batch
+                return self._hand_over(batch)
             if len(self.pending) >= max(min_slots, 1):
                 n = min(len(self.pending), self.per_batch)
                 slots, self.pending = self.pending[:n], self.pending[n:]
-                return self._cut(slots)
+                return self._hand_over(self._cut(slots))
         return None
 
 

@@ -53,7 +53,7 @@ class StubPeers:
 @pytest.fixture
 def setup():
     s = compose("env=gym", "sampler.num_workers=1", "sampler.envs_per_worker=2", f"sampler.rollout={ROLLOUT}",
-                f"sampler.batch_size={PER_BATCH * ROLLOUT}").sampler
+                f"sampler.batch_size={PER_BATCH * ROLLOUT}", "sampler.num_slots=8").sampler
     buffers = allocate(EnvSpec((3,), np.float32, (2,)), s, 2)
     for slot in range(buffers.num_slots):
         buffers.obs[slot] = float(slot)  # every row of a batch says which slot it came from

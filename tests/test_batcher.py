@@ -39,7 +39,7 @@ class ListQueue:
 @pytest.fixture
 def parts():
     s = compose("env=gym", "sampler.num_workers=1", "sampler.envs_per_worker=2", f"sampler.rollout={ROLLOUT}",
-                f"sampler.batch_size={PER_BATCH * ROLLOUT}").sampler
+                f"sampler.batch_size={PER_BATCH * ROLLOUT}", "sampler.num_slots=8").sampler
     buffers = allocate(EnvSpec((3,), np.float32, (2,)), s, 4)
     for slot in range(buffers.num_slots):  # every field of a slot says which slot it is
         buffers.obs[slot] = slot
@@ -71,10 +71,14 @@ def wait_full(batcher, timeout=5.0):
     raise AssertionError("no full batch")
 
 
-def test_a_full_batch_holds_the_slots_in_arrival_order_and_frees_them_at_once(parts):
+def test_a_full_batch_holds_the_slots_in_arrival_order_and_frees_them_when_taken(parts):
     buffers, start = parts
     batcher, ch, _ = start()
     ch.trajectories.put_many([5, 2, 6])
+    deadline = time.time() + 5
+    while batcher.ready is None and time.time() < deadline:
+        time.sleep(0.005)
+    assert batcher.ready is not None and ch.free_slots.items == []  # copied ahead of time, slots still held
     batch = wait_full(batcher)
     assert batch.obs[:, 0, 0].tolist() == [5, 2, 6]
     assert batch.rewards[:, 0].tolist() == [50, 20, 60] and batch.versions[:, 0].tolist() == [105, 102, 106]
