@@ -222,6 +222,7 @@ def measure_learner(cfg) -> LearnerFigures:
     from nodes.envs import env_spec
     from nodes.learner import Learner
     from nodes.models import ActorCritic
+    from nodes.placement import choose_precision, has_fast_bf16
     from nodes.stats import RankRow
 
     threads = cfg.train.learner_threads or len(os.sched_getaffinity(0))  # as nodes.placement gives a learner
@@ -229,7 +230,7 @@ def measure_learner(cfg) -> LearnerFigures:
     torch.manual_seed(cfg.seed)
     spec = env_spec(cfg.env)
     model = ActorCritic(spec, cfg.model)
-    learner = Learner(model, cfg.algo, precision=cfg.train.precision)
+    learner = Learner(model, cfg.algo, precision=choose_precision(cfg.train.precision, ["cpu"], has_fast_bf16))
     n, t = batch_shape(cfg)
     batch = synthetic_batch(spec, model.state_size, n, t, cfg.seed)
     for _ in range(WARMUP):

@@ -118,9 +118,10 @@ class TrainConfig:
     learner_threads: int = 0  # torch threads in the learner; 0 = this rank's cores on CPU, 2 on CUDA
     # cpu | cuda (one GPU per rank, chosen where the rank starts: nodes.placement) | cuda:N
     device: str = "cpu"
-    # fp32 | bf16: autocast of the forward passes, the same in the policy workers and the learner
-    # (logits, log-softmax and values stay fp32); for GPUs (on a CPU with bf16 units it was 4x slower)
-    precision: str = "fp32"
+    # auto | fp32 | bf16: bf16 is autocast of the forward passes, the same in the policy workers and
+    # the learner (logits, log-softmax and values stay fp32); auto: bf16 where the rank's devices
+    # have bf16 units (nodes.placement), else fp32
+    precision: str = "auto"
 
 
 @dataclass
@@ -246,7 +247,7 @@ def validate(cfg: Any) -> None:
     need(t.keep_checkpoints >= 1, f"train.keep_checkpoints must be >= 1, got {t.keep_checkpoints}")
     for key, dev in (("train.device", t.device), ("sampler.policy_device", s.policy_device or "cpu")):
         need(re.fullmatch(r"cpu|cuda(:\d+)?", dev) is not None, f"{key} must be cpu, cuda or cuda:N, got '{dev}'")
-    need(t.precision in ("fp32", "bf16"), f"train.precision must be fp32 or bf16, got '{t.precision}'")
+    need(t.precision in ("auto", "fp32", "bf16"), f"train.precision must be auto, fp32 or bf16, got '{t.precision}'")
     need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")

@@ -17,12 +17,16 @@ Rules (GPU.md, "The design"):
   affinity already is the rank's share; otherwise the ranks of a host split its affinity evenly.
   Rollout workers are pinned to the share; on a GPU rank the first cores are left to the learner
   and the policy workers when there are enough, and the learner uses 1-2 threads (more only spin).
+- Precision: train.precision=auto is bf16 where every device the rank computes on (its learner's
+  and its policy workers') has bf16 units: a GPU of compute capability 8.0 or more, a CPU with
+  AVX-512 BF16 or AMX (x86) or the BF16 extension (Arm); else fp32. Emulated bf16 is slower than
+  fp32, so it is never chosen there.
 """
 from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from nodes.errors import ConfigError, need
@@ -37,6 +41,7 @@ class Placement:
     num_workers: int  # rollout workers (sampler.num_workers=auto resolved)
     worker_cores: list[int]  # rollout worker w is pinned to worker_cores[w % len]
     learner_threads: int
+    precision: str = "fp32"  # fp32 | bf16 (train.precision=auto resolved)
 
 
 def expand_tasks_per_node(value: str) -> list[int]:
@@ -136,9 +141,40 @@ def plan_processes(cores: list[int], num_workers: int | str, num_policy_workers:
     return workers, worker_cores, threads
 
 
-def place(cfg, env: Mapping[str, str], visible_gpus: int, affinity: Sequence[int], solo: bool) -> Placement:
+def choose_precision(precision: str, devices: Sequence[str], bf16_fast: Callable[[str], bool]) -> str:
+    """train.precision for this rank: auto is bf16 when every one of `devices` is fast at it."""
+    if precision != "auto":
+        return precision
+    return "bf16" if all(bf16_fast(d) for d in devices) else "fp32"
+
+
+def cpu_has_bf16(cpuinfo: str) -> bool:
+    """Whether /proc/cpuinfo's text shows bf16 units: AVX-512 BF16 or AMX-BF16 (x86), BF16 (Arm)."""
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return bool({"avx512_bf16", "amx_bf16", "bf16"} & set(value.split()))
+    return False
+
+
+def has_fast_bf16(device: str) -> bool:
+    """bf16 units on this host's `device` (cpu or cuda:N)."""
+    if device.startswith("cuda"):
+        import torch
+
+        return torch.cuda.get_device_capability(torch.device(device)) >= (8, 0)
+    try:
+        with open("/proc/cpuinfo") as f:
+            return cpu_has_bf16(f.read())
+    except OSError:  # not Linux: no way to tell, keep fp32
+        return False
+
+
+def place(cfg, env: Mapping[str, str], visible_gpus: int, affinity: Sequence[int], solo: bool,
+          bf16_fast: Callable[[str], bool] = lambda device: False) -> Placement:
     """Everything above for one rank of `cfg` (solo: the single-node fallback, alone on its host
-    whatever Slurm allocated); ConfigError names what cannot be done here."""
+    whatever Slurm allocated); ConfigError names what cannot be done here. bf16_fast(device):
+    whether that device has bf16 units (has_fast_bf16 where the rank runs)."""
     ranks_here, me = (1, 0) if solo else (ranks_per_host(env), local_rank(env))
     backend = cfg.sync.backend
     if backend == "auto":
@@ -153,7 +189,8 @@ def place(cfg, env: Mapping[str, str], visible_gpus: int, affinity: Sequence[int
         cfg.train.learner_threads, cfg.sampler.pin_offset)
     if not worker_cores:
         raise ConfigError(f"no CPU core left for rollout workers on {where(env)}")
-    return Placement(device, policy, workers, worker_cores, threads)
+    precision = choose_precision(cfg.train.precision, sorted({device, policy}), bf16_fast)
+    return Placement(device, policy, workers, worker_cores, threads, precision)
 
 
 def here(cfg, solo: bool) -> Placement:
@@ -162,13 +199,14 @@ def here(cfg, solo: bool) -> Placement:
 
     import torch
 
-    return place(cfg, os.environ, torch.cuda.device_count(), os.sched_getaffinity(0), solo)
+    return place(cfg, os.environ, torch.cuda.device_count(), os.sched_getaffinity(0), solo, has_fast_bf16)
 
 
 def apply(cfg, p: Placement) -> None:
     """Write the placement into the rank's config: its worker processes read it from there."""
     cfg.train.device, cfg.sampler.policy_device = p.device, p.policy_device
     cfg.sampler.num_workers, cfg.train.learner_threads = p.num_workers, p.learner_threads
+    cfg.train.precision = p.precision
 
 
 def use_device(device: str) -> None:

@@ -8,6 +8,7 @@ from nodes.errors import ConfigError
 from nodes.placement import (
     choose_device,
     core_share,
+    cpu_has_bf16,
     expand_tasks_per_node,
     place,
     plan_processes,
@@ -121,3 +122,26 @@ def test_cuda_on_a_host_without_a_gpu_fails_where_the_rank_starts_in_one_line(tm
     one_error_line(proc)
     assert f"no CUDA device is visible on host {socket.gethostname()}" in proc.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_precision_auto_is_bf16_only_where_every_device_of_the_rank_has_bf16_units():
+    fast = {"cuda:0"}.__contains__  # a GPU with bf16 units, a CPU without
+    gpu = compose("train.device=cuda")
+    assert place(gpu, {}, 1, range(8), solo=True, bf16_fast=fast).precision == "bf16"
+    mixed = compose("train.device=cuda", "sampler.policy_device=cpu")  # CPU inference: no bf16 units there
+    assert place(mixed, {}, 1, range(8), solo=True, bf16_fast=fast).precision == "fp32"
+    assert place(compose(), {}, 0, range(2), solo=True, bf16_fast=fast).precision == "fp32"
+    assert place(compose(), {}, 0, range(2), solo=True, bf16_fast=lambda d: True).precision == "bf16"
+    # an explicit choice is kept whatever the hardware
+    assert place(compose("train.precision=bf16"), {}, 0, range(2), solo=True).precision == "bf16"
+    assert place(compose("train.precision=fp32"), {}, 0, range(2), solo=True, bf16_fast=lambda d: True
+                 ).precision == "fp32"
+
+
+def test_cpu_bf16_units_are_read_from_cpuinfo():
+    avx512 = "processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f avx512bw avx512_vnni\n"
+    assert not cpu_has_bf16(avx512)  # AVX-512 without BF16: bf16 would be emulated
+    assert cpu_has_bf16(avx512.replace("avx512_vnni", "avx512_vnni avx512_bf16"))
+    assert cpu_has_bf16("processor\t: 0\nflags\t\t: avx2 amx_bf16 amx_tile\n")
+    assert cpu_has_bf16("processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\n")  # Arm (Graviton 3)
+    assert not cpu_has_bf16("processor\t: 0\nFeatures\t: fp asimd\n") and not cpu_has_bf16("")
