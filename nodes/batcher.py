@@ -3,8 +3,8 @@
 It collects finished slot numbers from the trajectory queue and copies a full batch out of shared
 memory ahead of time, so the copy overlaps the learner's previous step; the batch's slots go back
 to the rollout workers when the learner takes it (fewer samples queued: less policy lag). It can
-also hand over a partial batch on request: that is how a node that
-is behind its peers contributes the samples it has instead of stalling them (nodes.node).
+also hand over a partial batch on request: that is how a node that is behind its peers
+contributes the samples it has instead of stalling them (nodes.node).
 
 In rounds (sampler.mode=sync or deterministic) a batch is one rollout of every env, the k-th
 batch exactly the envs' k-th rollouts, ordered by env (so its contents do not depend on which
