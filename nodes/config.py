@@ -106,6 +106,10 @@ class AlgoConfig:
     adam_beta1: float = 0.9
     adam_beta2: float = 0.999
     normalize_advantages: bool = True  # per node, as in DD-PPO
+    # the critic predicts value targets divided by their running std (after their running mean is
+    # taken off; moments over all nodes), and values are scaled back for V-trace/GAE (Sample
+    # Factory's VizDoom default); changes what the value loss sees, not the policy loss
+    normalize_returns: bool = False
 
 
 @dataclass

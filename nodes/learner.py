@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from nodes import losses
-from nodes.models import autocast
+from nodes.models import RunningNorm, autocast
 from nodes.peers import Solo
 from nodes.profile import LEARNER, Clock
 
@@ -45,6 +45,10 @@ class Learner:
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
         self.clock = Clock()  # the node hands it its row of the phase table (nodes.profile)
+        # algo.normalize_returns: running moments of the value targets (summed over nodes, so every
+        # rank holds the same); the critic then predicts targets in units of their std
+        self.returns = RunningNorm(()).to(self.device) if algo_cfg.normalize_returns else None
+        self._targets: torch.Tensor | None = None  # the last loss's value targets, for `returns`
 
     def loss(self, batch) -> dict[str, torch.Tensor]:
         c = self.cfg
@@ -55,15 +59,21 @@ class Learner:
         logp, entropy = self.model.heads.log_prob_and_entropy(logits[:, :-1], batch.actions)
         log_ratio = logp - batch.logp
         ratio = torch.exp(log_ratio)
+        # the critic's values (the learner's and the behaviour ones) in reward units
+        to_reward = self.returns.denormalize if self.returns is not None else (lambda v: v)
+        reward_values = to_reward(values.detach())
         if c.vtrace:
-            targets, adv = losses.vtrace(batch.rewards, values.detach(), batch.dones, log_ratio.detach(),
+            targets, adv = losses.vtrace(batch.rewards, reward_values, batch.dones, log_ratio.detach(),
                                          c.gamma, c.vtrace_rho, c.vtrace_c)
         else:
-            behaviour_values = torch.cat([batch.values, values[:, -1:].detach()], 1)
+            behaviour_values = torch.cat([to_reward(batch.values), reward_values[:, -1:]], 1)
             targets, adv = losses.gae(batch.rewards, behaviour_values, batch.dones, c.gamma, c.gae_lambda)
         if c.normalize_advantages:
             adv = (adv - adv.mean()) / (adv.std() + 1e-8)
         policy_loss = losses.ppo_surrogate(ratio, adv, c.clip_ratio) if c.ppo_clip else -(logp * adv).mean()
+        self._targets = targets
+        if self.returns is not None:  # the critic learns the targets in its own units
+            targets = self.returns.normalize(targets)
         value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip)
         entropy = entropy.mean()
         if c.exploration_loss == "symmetric_kl":
@@ -97,6 +107,8 @@ class Learner:
         # Observation statistics change the policy too, so they move with the version: updated
         # after the loss, the learner's policy at loss time is exactly the published one.
         self.model.update_norms(batch.obs[:, :-1], batch.meas[:, :-1], self.peers.all_sum)
+        if self.returns is not None:
+            self.returns.update(self._targets, self.peers.all_sum)
         self.version += 1
         self.clock(STATS)
         scalars = torch.stack([parts[k].detach().float() for k in LOGGED[:-1]] + [grad_norm.detach().float()])
@@ -112,13 +124,18 @@ class Learner:
         return stats
 
     def state_dict(self) -> dict:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "policy_version": self.version}
+        state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "policy_version": self.version}
+        if self.returns is not None:
+            state["returns"] = self.returns.state_dict()
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.version = int(state["policy_version"])
+        if self.returns is not None and "returns" in state:  # a run that had them off starts them afresh
+            self.returns.load_state_dict(state["returns"])
 
 
 class SyncTimer:

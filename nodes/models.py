@@ -55,6 +55,13 @@ class RunningNorm(nn.Module):
         self.var.copy_((self.var * self.count + b_var * n + delta.pow(2) * self.count * n / total) / total)
         self.count.copy_(total)
 
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """(x - mean) / std, unclipped (value targets: algo.normalize_returns)."""
+        return (x - self.mean) * torch.rsqrt(self.var + 1e-5)
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sqrt(self.var + 1e-5) + self.mean
+
     def forward(self, x: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
         """(x - mean) / std, clipped, as float32 in `memory_format`. One float copy (converting the
         layout on the way), then one fused multiply-add and the clip in place: on a learner batch of

@@ -122,3 +122,51 @@ def test_learner_uses_the_configured_value_and_exploration_losses():
     d, c, k = parts["default"], parts["clip"], parts["kl"]
     assert c["value_loss"] > d["value_loss"] and c["policy_loss"] == d["policy_loss"]  # clipping can only add error
     assert k["value_loss"] == d["value_loss"] and k["entropy"] == d["entropy"] and k["loss"] != d["loss"]
+
+
+def test_normalized_returns_the_critic_learns_targets_in_their_std_and_the_moments_persist():
+    """algo.normalize_returns: rewards of scale 100 (doom_basic's, unscaled). The running moments
+    follow the value targets; the critic's outputs are scaled back for the targets, so the same
+    critic output means 100x more reward once the std is 100; a checkpoint carries the moments."""
+    import numpy as np
+    from helpers import compose
+
+    from nodes.buffers import SlotBatch
+    from nodes.envs import EnvSpec
+    from nodes.learner import Learner
+    from nodes.models import ActorCritic
+
+    spec = EnvSpec((4,), np.float32, (3,))
+    g = torch.Generator().manual_seed(0)
+    batch = SlotBatch(obs=torch.randn(8, 6, 4, generator=g), meas=torch.zeros(8, 6, 0),
+                      actions=torch.randint(0, 3, (8, 5, 1), generator=g), logp=torch.full((8, 5), -1.1),
+                      values=torch.zeros(8, 5), rewards=100 + 30 * torch.randn(8, 5, generator=g),
+                      dones=torch.ones(8, 5, dtype=torch.bool), versions=torch.zeros(8, 5, dtype=torch.int64),
+                      h0=torch.zeros(8, 8))
+    cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", "algo.normalize_returns=true",
+                  "algo.vtrace=false")
+    torch.manual_seed(0)
+    learner = Learner(ActorCritic(spec, cfg.model), cfg.algo)
+    plain = Learner(ActorCritic(spec, compose("env=gym", "model.fc_size=16", "model.hidden_size=8").model),
+                    compose("env=gym").algo)
+    assert plain.returns is None and "returns" not in plain.state_dict()
+    for _ in range(3):
+        learner.train_step(batch)
+    # every step ends its episode: GAE's targets are the rewards themselves
+    r = batch.rewards.double()
+    assert learner.returns.mean.item() == pytest.approx(r.mean().item(), rel=1e-4)
+    assert learner.returns.var.item() == pytest.approx(r.var(unbiased=False).item(), rel=1e-3)
+    # bootstrapped from the critic's output in reward units: the last target is r + gamma x mean + std x output
+    fields = {k: getattr(batch, k) for k in SlotBatch.FIELDS}
+    going_on = SlotBatch(**{**fields, "dones": torch.zeros(8, 5, dtype=torch.bool)})
+    learner.loss(going_on)
+    with torch.no_grad():
+        _, out = learner.model.unroll(batch.obs, batch.meas, batch.h0, going_on.dones)
+    boot = learner.returns.mean + learner.returns.var.add(1e-5).sqrt() * out[:, -1]
+    assert torch.allclose(learner._targets[:, -1], batch.rewards[:, -1] + cfg.algo.gamma * boot, rtol=1e-4)
+    # the value loss sees normalised targets: of order 1, not of order 100^2
+    assert learner.loss(batch)["value_loss"].item() < 10
+    # the moments travel with the checkpoint
+    other = Learner(ActorCritic(spec, cfg.model), cfg.algo)
+    other.load_state_dict(learner.state_dict())
+    assert torch.equal(other.returns.mean, learner.returns.mean) and torch.equal(other.returns.var, learner.returns.var)
