@@ -221,7 +221,6 @@ class Node:
                  f", rank {self.rank} of {self.world}" if self.world > 1 else "")
         self.signal_is_vote = self.world > 1
         stop = self._stop_wanted()
-        logged = self.learner.version  # the version of the last status line
         while not stop:
             train = self._iteration(min_slots)
             stop = self.ranks.stop_voted
@@ -229,8 +228,8 @@ class Node:
                 tb.write(self.stats, train, self.ranks.rows)
             now = time.time()
             # the last iteration gets its line too: a short run still shows where it ended
-            if (now >= next_status or stop) and self.learner.version != logged:
-                next_status, logged = now + t.status_every_s, self.learner.version
+            if now >= next_status or stop:
+                next_status = now + t.status_every_s
                 if self.is_writer:
                     log.info(self.stats.status_line(self.ranks.rows))
             if now >= next_ckpt:
