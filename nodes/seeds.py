@@ -21,6 +21,8 @@ SIMULATE = 3  # (rank, worker): the benchmark's random actions
 # (rank, env index in the rank, collection round since version 0): the uniforms that decide an
 # env's actions in sampler.mode=deterministic (one stream per env and rollout, whoever infers)
 ACTIONS = 4
+# (the env's own seed, restart count): a VizDoom env's fresh engine (nodes/envs/doom.py)
+ENV_RESTART = 5
 
 
 def derive(seed: int, stream: int, *place: int) -> int:

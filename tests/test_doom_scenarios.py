@@ -124,3 +124,69 @@ def test_measurements_on_a_scenario_without_variables_is_one_line():
 def test_unknown_shaping_variable_is_one_line():
     with pytest.raises(ConfigError, match="not a VizDoom game variable"):
         check_env_config(load("doom_basic", shaping={"HEALTHY": 1.0}))
+
+
+def engines() -> list[int]:
+    """This process's VizDoom engine processes (its children running the vizdoom binary)."""
+    from nodes.memory import descendants
+    out = []
+    for pid in descendants(os.getpid())[1:]:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"vizdoom" in f.read().split(b"\0")[0]:
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def play(env, episodes: int, steps: int = 3) -> list[np.ndarray]:
+    """The first frame of each of `episodes` short episodes (a few fixed actions each)."""
+    frames = []
+    for _ in range(episodes):
+        obs = env.reset()
+        frames.append(obs[0].copy())
+        for t in range(steps):
+            if env.step(t % 4)[2]:
+                break
+    return frames
+
+
+def test_engine_restarts_every_n_episodes_replacing_its_process(tmp_path, monkeypatch):
+    """VizDoom's engine keeps memory per episode: every env.restart_episodes resets the env closes it
+    and starts a fresh one; one engine process at any time, none left behind, and the env plays on."""
+    monkeypatch.chdir(tmp_path)
+    before = set(engines())
+    env = make_env(load("doom_basic", restart_episodes=3), seed=5)
+    try:
+        first = set(engines()) - before
+        assert len(first) == 1
+        frames = play(env, 7)  # resets 3 and 6 restart the engine
+        assert env.restarts == 2
+        now = set(engines()) - before
+        assert len(now) == 1 and now != first, "the engine process was not replaced"
+        assert all(f.shape == (3, 72, 128) and f.std() > 0 for f in frames)
+    finally:
+        env.close()
+    assert set(engines()) == before
+
+
+def test_restarted_engines_replay_the_same_episodes_for_the_same_seed(tmp_path, monkeypatch):
+    """The fresh engine's seed comes from the env's seed and the restart count: a run with restarts
+    is reproducible; a different env seed gives different episodes (doom_basic spawns its target at
+    a random place, so the first frames differ)."""
+    monkeypatch.chdir(tmp_path)
+    runs = []
+    for seed in (5, 5, 6):
+        env = make_env(load("doom_basic", restart_episodes=2), seed=seed)
+        try:
+            runs.append(play(env, 6))
+        finally:
+            env.close()
+    assert all(np.array_equal(a, b) for a, b in zip(runs[0], runs[1]))
+    assert not all(np.array_equal(a, b) for a, b in zip(runs[0], runs[2]))
+
+
+def test_negative_restart_episodes_is_one_line():
+    with pytest.raises(ConfigError, match="restart_episodes must be >= 0"):
+        check_env_config(load("doom_basic", restart_episodes=-1))

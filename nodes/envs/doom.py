@@ -24,6 +24,7 @@ import os
 
 import numpy as np
 
+from nodes import seeds
 from nodes.envs import NO_INFO, EnvSpec
 from nodes.errors import ConfigError
 
@@ -54,6 +55,9 @@ def check(env_cfg) -> None:
     if env_cfg.width > RENDER_W or env_cfg.height > RENDER_H or min(env_cfg.width, env_cfg.height) < 16:
         raise ConfigError(f"env.width x env.height must be between 16x16 and {RENDER_W}x{RENDER_H}, "
                           f"got {env_cfg.width}x{env_cfg.height}")
+    if env_cfg.restart_episodes < 0:
+        raise ConfigError(f"env.restart_episodes must be >= 0 (0: never restart the engine), "
+                          f"got {env_cfg.restart_episodes}")
     if env_cfg.actions not in ACTION_MODES:
         raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
     if env_cfg.measurements and not _game(env_cfg).get_available_game_variables():
@@ -143,23 +147,21 @@ def spec(env_cfg) -> EnvSpec:
 
 
 class DoomEnv:
+    """One VizDoom game. Its engine process is replaced by a fresh one every env.restart_episodes
+    episodes (at a reset): the engine's heap grows with every new episode and never shrinks
+    (Farama-Foundation/ViZDoom#239, #318: "recreate ViZDoom instances during long runs"), and a
+    restart costs about 0.1 s. The new engine's seed is derived from the env's seed and the
+    restart count, so a run stays reproducible."""
+
     def __init__(self, env_cfg, seed: int):
-        vzd = _vizdoom()
         self.spec = spec(env_cfg)
         self.frameskip = env_cfg.frameskip
-        game = _game(env_cfg)
-        game.set_screen_resolution(vzd.ScreenResolution.RES_160X120)
-        game.set_screen_format(vzd.ScreenFormat.CRCGCB)  # channels first: no transpose needed
-        game.set_window_visible(False)
-        game.set_sound_enabled(False)
-        if env_cfg.episode_timeout:
-            game.set_episode_timeout(env_cfg.episode_timeout)
-        game.set_seed(seed % (2**31))
-        game.init()
-        self.game = game
-        _, self.options = _actions(env_cfg, game.get_available_buttons())
+        self.cfg, self.seed = env_cfg, seed
+        self.restarts = self.episodes = 0
+        self.game = self._start(seed)
+        _, self.options = _actions(env_cfg, self.game.get_available_buttons())
         self.single = len(self.options) == 1
-        variables = [v.name for v in game.get_available_game_variables()]
+        variables = [v.name for v in self.game.get_available_game_variables()]
         self.measurements = env_cfg.measurements
         self.shaping = [(variables.index(k), float(w)) for k, w in env_cfg.shaping.items()]
         self._vars = np.zeros(len(variables), np.float32)  # last seen game variables
@@ -167,6 +169,19 @@ class DoomEnv:
         h, w = env_cfg.height, env_cfg.width
         self._rows = ((np.arange(h) + 0.5) * RENDER_H / h).astype(np.intp)[:, None]
         self._cols = ((np.arange(w) + 0.5) * RENDER_W / w).astype(np.intp)[None, :]
+
+    def _start(self, seed: int):
+        vzd = _vizdoom()
+        game = _game(self.cfg)
+        game.set_screen_resolution(vzd.ScreenResolution.RES_160X120)
+        game.set_screen_format(vzd.ScreenFormat.CRCGCB)  # channels first: no transpose needed
+        game.set_window_visible(False)
+        game.set_sound_enabled(False)
+        if self.cfg.episode_timeout:
+            game.set_episode_timeout(self.cfg.episode_timeout)
+        game.set_seed(seed % (2**31))
+        game.init()
+        return game
 
     def _obs(self):
         state = self.game.get_state()
@@ -179,7 +194,13 @@ class DoomEnv:
         return (pixels, self._vars) if self.measurements else pixels
 
     def reset(self):
-        self.game.new_episode()
+        self.episodes += 1
+        if self.cfg.restart_episodes and self.episodes % self.cfg.restart_episodes == 0:
+            self.game.close()  # init() starts the first episode of the fresh engine
+            self.restarts += 1
+            self.game = self._start(seeds.derive(self.seed, seeds.ENV_RESTART, self.restarts))
+        else:
+            self.game.new_episode()
         return self._obs()
 
     def step(self, action):
