@@ -30,9 +30,8 @@ import sys
 import hydra
 
 from launch.app import check, hydra_run_dir, resolve
-from launch.exits import report
+from launch.exits import tool_failed
 from launch.overrides import check_command
-from nodes.errors import Stopped
 
 log = logging.getLogger("launch.bench")
 
@@ -50,9 +49,7 @@ def main(cfg) -> None:
         else:
             bench_node(obj)
     except (Exception, KeyboardInterrupt) as exc:
-        code = report(exc)  # a failure: one line (an unexpected error's traceback to the console)
-        if isinstance(exc, (Stopped, KeyboardInterrupt)):
-            print(f"bench: stopped by {exc if isinstance(exc, Stopped) else 'SIGINT'}", file=sys.stderr, flush=True)
+        code = tool_failed("bench", exc)  # one line (an unexpected error's traceback to the log)
         shutil.rmtree(obj.run_dir, ignore_errors=True)
         sys.exit(code)
 

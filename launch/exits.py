@@ -42,6 +42,15 @@ def report(exc: BaseException) -> int:
     return 1
 
 
+def tool_failed(tool: str, exc: BaseException) -> int:
+    """A benchmark tool's end by an exception: the one-line report, and for a stop the line that
+    says what stopped it; returns the exit code."""
+    code = report(exc)
+    if isinstance(exc, (Stopped, KeyboardInterrupt)):
+        print(f"{tool}: stopped by {exc if isinstance(exc, Stopped) else 'SIGINT'}", file=sys.stderr, flush=True)
+    return code
+
+
 def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, placement=None) -> int:
     """Train one node (one rank with `peers`, which it leaves at the end); the exit code.
     placement: where the rank runs (nodes.placement; the node finds it when not given)."""

@@ -53,7 +53,7 @@ import hydra
 
 from launch.app import check as check_config
 from launch.app import hydra_run_dir, resolve
-from launch.exits import report
+from launch.exits import tool_failed
 from launch.overrides import check_command, refuse
 from nodes.config import in_rounds
 from nodes.errors import ConfigError, Stopped, need, one_line
@@ -371,9 +371,7 @@ def main(cfg) -> None:
     try:
         scaling(obj)
     except (Exception, KeyboardInterrupt) as exc:
-        code = report(exc)  # a failure: one line (an unexpected error's traceback to the console)
-        if isinstance(exc, (Stopped, KeyboardInterrupt)):
-            print(f"scaling: stopped by {exc if isinstance(exc, Stopped) else 'SIGINT'}", file=sys.stderr, flush=True)
+        code = tool_failed("scaling", exc)  # one line (an unexpected error's traceback to the log)
         sys.exit(code)
     finally:
         signal.signal(signal.SIGTERM, previous)
