@@ -114,12 +114,13 @@ def test_learner_uses_the_configured_value_and_exploration_losses():
                       dones=torch.zeros(4, 5, dtype=torch.bool), versions=torch.zeros(4, 5, dtype=torch.int64),
                       h0=torch.zeros(4, 8))
     parts = {}
-    variants = (("default", []), ("clip", ["algo.value_clip=0.05"]), ("kl", ["algo.exploration_loss=symmetric_kl"]))
+    plain = ["algo.value_clip=0", "algo.exploration_loss=entropy", "algo.normalize_returns=false"]
+    variants = (("plain", []), ("clip", ["algo.value_clip=0.05"]), ("kl", ["algo.exploration_loss=symmetric_kl"]))
     for name, over in variants:
-        cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", *over)
+        cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", *plain, *over)
         torch.manual_seed(0)
         parts[name] = {k: v.item() for k, v in Learner(ActorCritic(spec, cfg.model), cfg.algo).loss(batch).items()}
-    d, c, k = parts["default"], parts["clip"], parts["kl"]
+    d, c, k = parts["plain"], parts["clip"], parts["kl"]
     assert c["value_loss"] > d["value_loss"] and c["policy_loss"] == d["policy_loss"]  # clipping can only add error
     assert k["value_loss"] == d["value_loss"] and k["entropy"] == d["entropy"] and k["loss"] != d["loss"]
 
@@ -148,7 +149,7 @@ def test_normalized_returns_the_critic_learns_targets_in_their_std_and_the_momen
     torch.manual_seed(0)
     learner = Learner(ActorCritic(spec, cfg.model), cfg.algo)
     plain = Learner(ActorCritic(spec, compose("env=gym", "model.fc_size=16", "model.hidden_size=8").model),
-                    compose("env=gym").algo)
+                    compose("env=gym", "algo.normalize_returns=false").algo)
     assert plain.returns is None and "returns" not in plain.state_dict()
     for _ in range(3):
         learner.train_step(batch)
