@@ -19,10 +19,11 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
    the relative residuals (each point weighted by 1/t, so latency points count as much as
    bandwidth ones).
 4. prediction for NODES x LINKS_GBPS, with the CPU iteration of 1 and the GPU iteration assumed
-   (bench.gpu_iteration_s): sync per iteration = the gradient all-reduce + the observation-moment
-   all-reduce(s) + the stats-row all-gather + the checksum all-gather every sync.check_every
-   iterations (amortised), each with the ring's latency and bandwidth terms, where alpha = the gloo
-   software latency fitted in 3 + LINK_LATENCY_S of the link, and beta = 8 / (link bits per s).
+   (bench.gpu_iteration_s): sync per iteration = the gradient all-reduce + the running-norm moment
+   all-reduce (observations, measurements, returns: one) + the stats-row all-gather + the checksum
+   all-gather every sync.check_every iterations (amortised), each with the ring's latency and
+   bandwidth terms, where alpha = the gloo software latency fitted in 3 + LINK_LATENCY_S of the
+   link, and beta = 8 / (link bits per s).
    The gradient all-reduce follows the backward (never overlapped with it), so sync share =
    sync / (iteration + sync) and efficiency = iteration / (iteration + sync), as if the learner
    were the node's bottleneck.
@@ -131,7 +132,7 @@ class Traffic:
     """What each node sends in its collectives, per iteration (sync.peers.DistPeers)."""
 
     grad_bytes: int  # the gradient all-reduce: float32 gradients and the sample count
-    moments_bytes: tuple[int, ...]  # the observation (and measurement) moment all-reduces, float64
+    moments_bytes: int  # the running norms' moments (observations, measurements, returns): one all-reduce, float64
     stats_row_bytes: int  # each rank's stats row (the all-gather; it carries the stop votes)
     checksum_bytes: int = CHECKSUM_BYTES  # the parameter-checksum all-gather ...
     check_every: int = 50  # ... every this many iterations (sync.check_every)
@@ -144,7 +145,7 @@ def sync_times(p: int, traffic: Traffic, alpha: float, beta: float, gather_alpha
     checksum are CPU tensors over gloo, the gradient and the moments go over NCCL)."""
     g_alpha = alpha if gather_alpha is None else gather_alpha
     grad = ring_allreduce_s(p, traffic.grad_bytes, alpha, beta)
-    small = sum(ring_allreduce_s(p, b, alpha, beta) for b in traffic.moments_bytes)
+    small = ring_allreduce_s(p, traffic.moments_bytes, alpha, beta)
     small += ring_allgather_s(p, traffic.stats_row_bytes, g_alpha, beta)
     small += ring_allgather_s(p, traffic.checksum_bytes, g_alpha, beta) / traffic.check_every
     return grad, small
@@ -243,10 +244,9 @@ def measure_learner(cfg) -> LearnerFigures:
     with FlopCounterMode(display=False) as counter:  # after the timed steps: counting slows a step down
         learner.train_step(batch)
     elements = sum(p.numel() for p in model.parameters() if p.grad is not None)
-    moments = [8 * (1 + 2 * math.prod(spec.obs_shape))]  # count, sum, sum of squares (float64)
-    if model.use_meas:
-        moments.append(8 * (1 + 2 * spec.meas_size))
-    traffic = Traffic(grad_bytes=4 * (elements + 1), moments_bytes=tuple(moments),
+    # each norm's count, sum and sum of squares, float64, in one all-reduce (nodes.models.fold_all)
+    moments = [math.prod(spec.obs_shape)] + [spec.meas_size] * model.use_meas + [1] * (learner.returns is not None)
+    traffic = Traffic(grad_bytes=4 * (elements + 1), moments_bytes=sum(8 * (1 + 2 * n) for n in moments),
                       stats_row_bytes=8 * len(fields(RankRow)), check_every=cfg.sync.check_every)
     return LearnerFigures(statistics.median(steps), steps, threads, n, t, elements, float(counter.get_total_flops()),
                           traffic)
@@ -459,8 +459,8 @@ def _print_allreduce(ranks, sizes, measured, fit: RingFit, alone: dict[int, floa
 def _print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float) -> None:
     """What each node sends, what is assumed, and what the model leaves out."""
     tr = lf.traffic
-    print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)}; observation moments "
-          f"{' + '.join(_bytes(x) for x in tr.moments_bytes)} (all-reduce); stats row {tr.stats_row_bytes} B per rank "
+    print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)}; running-norm moments "
+          f"{_bytes(tr.moments_bytes)} (all-reduce); stats row {tr.stats_row_bytes} B per rank "
           f"(all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} iterations (all-gather)")
     print(f"  assumed: GPU iteration {gpu_iteration_s * 1e3:.1f} ms (bench.gpu_iteration_s: this model's "
           f"{lf.flops / 1e9:.1f} GFLOP at {lf.flops / gpu_iteration_s / 1e12:.1f} TFLOP/s achieved)")

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from nodes import losses
-from nodes.models import RunningNorm, autocast
+from nodes.models import RunningNorm, autocast, fold_all
 from nodes.peers import Solo
 from nodes.profile import LEARNER, Clock
 
@@ -106,9 +106,10 @@ class Learner:
         self.clock(OBS_NORM)
         # Observation statistics change the policy too, so they move with the version: updated
         # after the loss, the learner's policy at loss time is exactly the published one.
-        self.model.update_norms(batch.obs[:, :-1], batch.meas[:, :-1], self.peers.all_sum)
+        updates = self.model.norm_updates(batch.obs[:, :-1], batch.meas[:, :-1])
         if self.returns is not None:
-            self.returns.update(self._targets, self.peers.all_sum)
+            updates.append((self.returns, self._targets))
+        fold_all(updates, self.peers.all_sum)  # one all-reduce for all of them
         self.version += 1
         self.clock(STATS)
         scalars = torch.stack([parts[k].detach().float() for k in LOGGED[:-1]] + [grad_norm.detach().float()])

@@ -39,11 +39,18 @@ class RunningNorm(nn.Module):
     @torch.no_grad()
     def update(self, x: torch.Tensor, all_sum=None) -> None:
         """Fold a batch in; `all_sum` sums the batch moments over nodes so every node agrees."""
+        moments = self.moments(x)
+        self.fold(all_sum(moments) if all_sum is not None else moments)
+
+    @torch.no_grad()
+    def moments(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch's moments as one float64 vector: [count, sum, sum of squares] (summable over
+        nodes, and with other norms' moments into one all-reduce: fold_all)."""
         x = x.reshape(-1, *self.mean.shape).double()  # float64: E[x^2] - E[x]^2 on 0..255 pixels
-        moments = torch.cat([x.new_full((1,), float(x.shape[0])),
-                             x.sum(0).flatten(), x.pow(2).sum(0).flatten()])
-        if all_sum is not None:
-            moments = all_sum(moments)
+        return torch.cat([x.new_full((1,), float(x.shape[0])), x.sum(0).flatten(), x.pow(2).sum(0).flatten()])
+
+    @torch.no_grad()
+    def fold(self, moments: torch.Tensor) -> None:
         n, size = moments[0], self.mean.numel()
         b_mean = (moments[1 : 1 + size] / n).view_as(self.mean)
         b_var = (moments[1 + size :] / n).view_as(self.mean) - b_mean.pow(2)
@@ -69,6 +76,16 @@ class RunningNorm(nn.Module):
         y = x.to(torch.float32, memory_format=memory_format, copy=True)
         scale = torch.rsqrt(self.var + 1e-5)
         return torch.addcmul(-self.mean * scale, y, scale, out=y).clamp_(-self.clip, self.clip)
+
+
+def fold_all(updates: list[tuple[RunningNorm, torch.Tensor]], all_sum=None) -> None:
+    """Fold a batch into several running norms, their moments summed over nodes in one all-reduce
+    (one collective per iteration, not one per norm: each costs the ring's latency at scale)."""
+    moments = [norm.moments(x) for norm, x in updates]
+    if all_sum is not None:
+        moments = all_sum(torch.cat(moments)).split([len(m) for m in moments])
+    for (norm, _), m in zip(updates, moments):
+        norm.fold(m)
 
 
 class ConvEncoder(nn.Module):
@@ -297,16 +314,17 @@ class ActorCritic(nn.Module):
                 h = h * keep[:, t : t + 1]
         return torch.stack(outs, 1)
 
-    def update_norms(self, obs: torch.Tensor, meas: torch.Tensor, all_sum=None) -> None:
-        """Fold a batch [B, T, ...] into the running statistics. Of pixels, every
+    def norm_updates(self, obs: torch.Tensor, meas: torch.Tensor) -> list[tuple[RunningNorm, torch.Tensor]]:
+        """What a batch [B, T, ...] folds into the running statistics (fold_all). Of pixels, every
         IMAGE_STATS_EVERY-th step of each trajectory: a learner batch of VizDoom frames is 28 M
         values, and their float64 moments cost a seventh of the learner's step; a per-pixel mean
         over hundreds of steps of 128+ frames each is as good as over 1024 each."""
         if obs.dim() > 3:
             obs = obs[:, ::IMAGE_STATS_EVERY]
-        self.obs_norm.update(obs, all_sum)
-        if self.use_meas:
-            self.meas_norm.update(meas, all_sum)
+        return [(self.obs_norm, obs)] + ([(self.meas_norm, meas)] if self.use_meas else [])
+
+    def update_norms(self, obs: torch.Tensor, meas: torch.Tensor, all_sum=None) -> None:
+        fold_all(self.norm_updates(obs, meas), all_sum)
 
 
 def _init(module: nn.Module) -> None:

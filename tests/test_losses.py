@@ -171,3 +171,47 @@ def test_normalized_returns_the_critic_learns_targets_in_their_std_and_the_momen
     other = Learner(ActorCritic(spec, cfg.model), cfg.algo)
     other.load_state_dict(learner.state_dict())
     assert torch.equal(other.returns.mean, learner.returns.mean) and torch.equal(other.returns.var, learner.returns.var)
+
+
+def test_one_all_reduce_folds_every_running_norm_each_step():
+    """The observation, measurement and return moments go over the nodes in ONE all-reduce per
+    step (each collective costs the ring's latency at scale), and each norm ends as if updated
+    on its own: a peer that doubles what it sums (as two identical nodes would) gives the
+    same means and variances, with the counts doubled."""
+    import numpy as np
+    from helpers import compose
+
+    from nodes.buffers import SlotBatch
+    from nodes.envs import EnvSpec
+    from nodes.learner import Learner
+    from nodes.models import ActorCritic
+    from nodes.peers import Solo
+
+    class TwoAlike(Solo):
+        calls = 0
+
+        def all_sum(self, tensor):
+            TwoAlike.calls += 1
+            return tensor * 2
+
+    spec = EnvSpec((3, 72, 128), np.uint8, (3,), 2)  # pixels and measurements (model=full): three norms
+    g = torch.Generator().manual_seed(0)
+    batch = SlotBatch(obs=torch.randint(0, 256, (8, 6, 3, 72, 128), dtype=torch.uint8, generator=g),
+                      meas=torch.randn(8, 6, 2, generator=g),
+                      actions=torch.randint(0, 3, (8, 5, 1), generator=g), logp=torch.full((8, 5), -1.1),
+                      values=torch.zeros(8, 5), rewards=torch.randn(8, 5, generator=g),
+                      dones=torch.zeros(8, 5, dtype=torch.bool), versions=torch.zeros(8, 5, dtype=torch.int64),
+                      h0=torch.zeros(8, 8))
+    cfg = compose("model=full", "model.fc_size=16", "model.hidden_size=8", "algo.normalize_returns=true")
+    learners = []
+    for peers in (Solo(), TwoAlike()):
+        torch.manual_seed(0)
+        learners.append(Learner(ActorCritic(spec, cfg.model), cfg.algo, peers))
+        learners[-1].train_step(batch)
+    solo, two = learners
+    assert TwoAlike.calls == 1
+    assert two.model.use_meas
+    for a, b in ((solo.model.obs_norm, two.model.obs_norm), (solo.model.meas_norm, two.model.meas_norm),
+                 (solo.returns, two.returns)):
+        assert int(b.count) == 2 * int(a.count) > 0
+        assert torch.allclose(a.mean, b.mean) and torch.allclose(a.var, b.var)

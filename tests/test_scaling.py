@@ -55,7 +55,7 @@ def test_fit_stays_non_negative_and_reports_its_worst_residual():
 
 
 def test_efficiency_falls_with_nodes_and_rises_with_bandwidth():
-    traffic = Traffic(grad_bytes=4 * 2_871_526, moments_bytes=(8 * 55_297,), stats_row_bytes=64)
+    traffic = Traffic(grad_bytes=4 * 2_871_526, moments_bytes=8 * 55_297, stats_row_bytes=64)
     rows = predict({"cpu": 1.5, "gpu": 0.01}, traffic, software_alpha_s=50e-6)
     assert len(rows) == 2 * len(NODES) * len(LINKS_GBPS)
     table = {(r["device"], r["nodes"], r["link_gbps"]): r for r in rows}
