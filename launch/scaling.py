@@ -20,8 +20,9 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
    bandwidth ones).
 4. prediction for NODES x LINKS_GBPS, with the CPU iteration of 1 and the GPU iteration assumed
    (bench.gpu_iteration_s): sync per iteration = the gradient all-reduce + the running-norm moment
-   all-reduce (observations, measurements, returns: one) + the stats-row all-gather + the checksum
-   all-gather every sync.check_every iterations (amortised), each with the ring's latency and
+   all-reduce (observations, measurements, returns: one) + the stats-row all-gather every
+   sync.stats_every iterations + the checksum all-gather every sync.check_every iterations (both
+   amortised; the stop votes ride in the gradient all-reduce), each with the ring's latency and
    bandwidth terms, where alpha = the gloo software latency fitted in 3 + LINK_LATENCY_S of the
    link, and beta = 8 / (link bits per s).
    The gradient all-reduce follows the backward (never overlapped with it), so sync share =
@@ -131,9 +132,10 @@ def fit_ring(points: Sequence[tuple[int, float, float]]) -> RingFit:
 class Traffic:
     """What each node sends in its collectives, per iteration (sync.peers.DistPeers)."""
 
-    grad_bytes: int  # the gradient all-reduce: float32 gradients and the sample count
+    grad_bytes: int  # the gradient all-reduce: float32 gradients, the sample count and the stop vote
     moments_bytes: int  # the running norms' moments (observations, measurements, returns): one all-reduce, float64
-    stats_row_bytes: int  # each rank's stats row (the all-gather; it carries the stop votes)
+    stats_row_bytes: int  # each rank's stats row (the all-gather) ...
+    stats_every: int = 10  # ... every this many iterations (sync.stats_every)
     checksum_bytes: int = CHECKSUM_BYTES  # the parameter-checksum all-gather ...
     check_every: int = 50  # ... every this many iterations (sync.check_every)
 
@@ -146,7 +148,7 @@ def sync_times(p: int, traffic: Traffic, alpha: float, beta: float, gather_alpha
     g_alpha = alpha if gather_alpha is None else gather_alpha
     grad = ring_allreduce_s(p, traffic.grad_bytes, alpha, beta)
     small = ring_allreduce_s(p, traffic.moments_bytes, alpha, beta)
-    small += ring_allgather_s(p, traffic.stats_row_bytes, g_alpha, beta)
+    small += ring_allgather_s(p, traffic.stats_row_bytes, g_alpha, beta) / traffic.stats_every
     small += ring_allgather_s(p, traffic.checksum_bytes, g_alpha, beta) / traffic.check_every
     return grad, small
 
@@ -226,7 +228,7 @@ def measure_learner(cfg) -> LearnerFigures:
     from nodes.placement import choose_precision, has_fast_bf16
     from nodes.stats import RankRow
 
-    threads = cfg.train.learner_threads or len(os.sched_getaffinity(0))  # as nodes.placement gives a learner
+    threads = cfg.train.learner_threads or len(os.sched_getaffinity(0))  # the learner alone: every core
     torch.set_num_threads(threads)
     torch.manual_seed(cfg.seed)
     spec = env_spec(cfg.env)
@@ -246,8 +248,9 @@ def measure_learner(cfg) -> LearnerFigures:
     elements = sum(p.numel() for p in model.parameters() if p.grad is not None)
     # each norm's count, sum and sum of squares, float64, in one all-reduce (nodes.models.fold_all)
     moments = [math.prod(spec.obs_shape)] + [spec.meas_size] * model.use_meas + [1] * (learner.returns is not None)
-    traffic = Traffic(grad_bytes=4 * (elements + 1), moments_bytes=sum(8 * (1 + 2 * n) for n in moments),
-                      stats_row_bytes=8 * len(fields(RankRow)), check_every=cfg.sync.check_every)
+    traffic = Traffic(grad_bytes=4 * (elements + 2), moments_bytes=sum(8 * (1 + 2 * n) for n in moments),
+                      stats_row_bytes=8 * len(fields(RankRow)), stats_every=cfg.sync.stats_every,
+                      check_every=cfg.sync.check_every)
     return LearnerFigures(statistics.median(steps), steps, threads, n, t, elements, float(counter.get_total_flops()),
                           traffic)
 
@@ -460,8 +463,8 @@ def _print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float) -> No
     """What each node sends, what is assumed, and what the model leaves out."""
     tr = lf.traffic
     print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)}; running-norm moments "
-          f"{_bytes(tr.moments_bytes)} (all-reduce); stats row {tr.stats_row_bytes} B per rank "
-          f"(all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} iterations (all-gather)")
+          f"{_bytes(tr.moments_bytes)} (all-reduce); stats row {tr.stats_row_bytes} B per rank every "
+          f"{tr.stats_every} iterations (all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} iterations (all-gather)")
     print(f"  assumed: GPU iteration {gpu_iteration_s * 1e3:.1f} ms (bench.gpu_iteration_s: this model's "
           f"{lf.flops / 1e9:.1f} GFLOP at {lf.flops / gpu_iteration_s / 1e12:.1f} TFLOP/s achieved)")
     latency = ", ".join(f"{g:g} Gb/s {LINK_LATENCY_S[g] * 1e6:g} us ({LINK_CLASS[g]}-class)" for g in LINKS_GBPS)

@@ -124,7 +124,7 @@ class TrainConfig:
     checkpoint_every_s: float = 300.0
     keep_checkpoints: int = 2
     status_every_s: float = 5.0
-    learner_threads: int = 0  # torch threads in the learner; 0 = this rank's cores on CPU, 2 on CUDA
+    learner_threads: int = 0  # torch threads in the learner; 0 = on CPU the rank's cores the workers leave (>= 1), 2 on CUDA
     # cpu | cuda (one GPU per rank, chosen where the rank starts: nodes.placement) | cuda:N
     device: str = "cpu"
     # auto | fp32 | bf16: bf16 is autocast of the forward passes, the same in the policy workers and
@@ -144,6 +144,12 @@ class SyncConfig:
     min_batch_frac: float = 0.25  # ... but at least this fraction of a batch (sync: of each rollout)
     ready_frac: float = 0.5  # "the others are ready": this fraction of all ranks has a full batch
     check_every: int = 50  # iterations between parameter-checksum comparisons
+    # iterations between gathers of every rank's stats row (samples, rewards, sync time: the
+    # status line, TensorBoard's episode and per-node scalars, the summary), and after the last
+    # one; the stop votes ride in the gradient all-reduce instead, so every rank still stops after
+    # the same iteration. An all-gather costs the ring's latency once per rank: at 256 nodes more
+    # than a GPU step. One node takes its own row every iteration.
+    stats_every: int = 10
     backend: str = "auto"  # auto: nccl when train.device is cuda, else gloo
     master_port: int = 0  # 0: from the job id (Slurm) or a free port (local spawner)
 
@@ -286,6 +292,7 @@ def validate(cfg: Any) -> None:
     need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
     need(y.check_every >= 1, f"sync.check_every must be >= 1, got {y.check_every}")
+    need(y.stats_every >= 1, f"sync.stats_every must be >= 1, got {y.stats_every}")
     need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
     need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
     # Whether CUDA is there is checked where each rank starts (nodes.placement), not here: this

@@ -84,9 +84,10 @@ class Learner:
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=(ratio - 1).abs().mean())
 
-    def device_step(self, batch) -> tuple[torch.Tensor, int, SyncTimer]:
+    def device_step(self, batch, stop: bool = False) -> tuple[torch.Tensor, int, bool, SyncTimer]:
         """The step without any host sync of its own: (the logged scalars as one device tensor, in
-        LOGGED order; the samples over all ranks; the all-reduce's timer, read after the sync)."""
+        LOGGED order; the samples over all ranks; whether any rank voted `stop` (the vote rides
+        in the gradient all-reduce); the all-reduce's timer, read after the sync)."""
         self.clock(FORWARD)
         batch = batch.to(self.device)
         parts = self.loss(batch)
@@ -95,7 +96,7 @@ class Learner:
         parts["loss"].backward()
         self.clock(ALLREDUCE)
         timer = SyncTimer(self.device)
-        global_samples = self.peers.reduce_gradients(self.model, batch.num_samples)
+        global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.num_samples, stop)
         timer.stop()
         self.clock(OPTIMIZER)
         if self.cfg.max_grad_norm > 0:
@@ -113,15 +114,17 @@ class Learner:
         self.version += 1
         self.clock(STATS)
         scalars = torch.stack([parts[k].detach().float() for k in LOGGED[:-1]] + [grad_norm.detach().float()])
-        return scalars, global_samples, timer
+        return scalars, global_samples, stop_voted, timer
 
-    def train_step(self, batch) -> dict[str, float]:
+    def train_step(self, batch, stop: bool = False) -> dict[str, float]:
+        """One step; `stop`: this rank's vote to stop after it (stats["stop_voted"]: any rank's)."""
         t0 = time.perf_counter()
         lag = (self.version - batch.versions).float()  # the CPU copy: no device work
-        scalars, global_samples, timer = self.device_step(batch)
+        scalars, global_samples, stop_voted, timer = self.device_step(batch, stop)
         stats = dict(zip(LOGGED, scalars.tolist()))  # the one host sync of the iteration
         stats.update(policy_lag_mean=float(lag.mean()), policy_lag_max=float(lag.max()),
-                     global_samples=global_samples, sync_s=timer.seconds(), step_s=time.perf_counter() - t0)
+                     global_samples=global_samples, stop_voted=float(stop_voted), sync_s=timer.seconds(),
+                     step_s=time.perf_counter() - t0)
         return stats
 
     def state_dict(self) -> dict:

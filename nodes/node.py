@@ -87,6 +87,8 @@ class Node:
         self.held: SlotBatch | None = None  # deterministic mode: the batch whose slots the envs get next
         self.partial_batches = 0  # batches this rank cut short (straggler handling)
         self.sync_s_total = 0.0  # seconds this rank spent in the gradient all-reduce
+        self.samples_total = 0  # samples this rank trained on in this launch
+        self.since_gather = 0  # iterations since the stats rows were last gathered
         # With several nodes a signal is a vote to stop at the end of the current iteration (all
         # ranks must leave the lockstep loop together), not an immediate stop.
         self.signal_is_vote = False
@@ -152,36 +154,50 @@ class Node:
             self.batcher.join(5)
 
     # ----------------------------------------------------------------- training
-    def _stop_wanted(self) -> bool:
+    def _frames_done(self) -> bool:
+        """The frame budget is spent: the same answer on every rank (they count the same global frames)."""
         t = self.cfg.train
-        if self.signals.received is not None:
-            return True
-        if t.max_env_frames and self.stats.env_frames >= t.max_env_frames:
-            return True
-        return bool(t.max_seconds and self.stats.seconds >= t.max_seconds)
+        return bool(t.max_env_frames and self.stats.env_frames >= t.max_env_frames)
 
-    def _iteration(self, min_slots: int) -> dict:
-        """One learner iteration, identical in its collective calls on every rank."""
+    def _stop_vote(self) -> bool:
+        """This rank's own reasons to stop (a signal, its time limit): voted, since ranks differ."""
+        t = self.cfg.train
+        return self.signals.received is not None or bool(t.max_seconds and self.stats.seconds >= t.max_seconds)
+
+    def _stop_wanted(self) -> bool:
+        return self._stop_vote() or self._frames_done()
+
+    def _iteration(self, min_slots: int) -> tuple[dict, bool, bool]:
+        """One learner iteration, identical in its collective calls on every rank: (its figures,
+        whether it was the last, whether the stats rows were gathered after it)."""
         cfg = self.cfg
         self.learner.clock(WAIT)
         batch, partial = wait_for_batch(self.batcher, self.peers, self.learner.version, cfg.sync.straggler,
                                            min_slots, self._idle)
         self.partial_batches += partial
-        train = self._learn(batch)
+        # the vote rides in the gradient all-reduce: every rank learns every rank's vote from it
+        train = self._learn(batch, self._stop_vote())
         self.pool.poll(timeout=0.0)
         self.stats.add_frames(train["global_samples"] * cfg.env.frameskip)
         self.sync_s_total += train["sync_s"]
+        self.samples_total += batch.num_samples
         train.update(version=self.learner.version, local_samples=batch.num_samples)
         self.stats.last_train = train
-        # every rank votes each iteration, so all stop after the same one
-        mine = self.stats.row(samples=float(batch.num_samples), sync_s=train["sync_s"],
-                              stop=float(self._stop_wanted()), partial=float(self.partial_batches))
-        self.ranks.add([RankRow.from_floats(r) for r in self.peers.gather_stats(mine.to_floats())])
+        last = bool(train["stop_voted"]) or self._frames_done()
+        self.since_gather += 1
+        # one node's "gather" is its own row, free: every iteration, so its curves keep every point
+        gathered = last or self.world == 1 or self.learner.version % cfg.sync.stats_every == 0  # equal on every rank
+        if gathered:
+            mine = self.stats.row(samples=float(self.samples_total), sync_s=self.sync_s_total,
+                                  partial=float(self.partial_batches))
+            self.ranks.add([RankRow.from_floats(r) for r in self.peers.gather_stats(mine.to_floats())],
+                           self.since_gather)
+            self.since_gather = 0
         if self.world > 1 and self.learner.version % cfg.sync.check_every == 0:
             self.peers.check_agreement(self.model, self.learner.version)
-        return train
+        return train, last, gathered
 
-    def _learn(self, batch: SlotBatch) -> dict:
+    def _learn(self, batch: SlotBatch, stop: bool = False) -> dict:
         """The update on `batch`, and when the policy workers and the envs see its result: the
         order is what makes each mode's policy lag.
 
@@ -198,9 +214,9 @@ class Node:
             self.pool.weights.publish(self.model, self.learner.version)
             self.batcher.release(self.held)
             self.held = batch
-            train = self.learner.train_step(batch)
+            train = self.learner.train_step(batch, stop)
         else:
-            train = self.learner.train_step(batch)
+            train = self.learner.train_step(batch, stop)
             clock(PUBLISH)
             self.pool.weights.publish(self.model, self.learner.version)
             self.batcher.release(batch)
@@ -222,10 +238,9 @@ class Node:
         self.signal_is_vote = self.world > 1
         stop = self._stop_wanted()
         while not stop:
-            train = self._iteration(min_slots)
-            stop = self.ranks.stop_voted
+            train, stop, gathered = self._iteration(min_slots)
             if tb:
-                tb.write(self.stats, train, self.ranks.rows)
+                tb.write(self.stats, train, self.ranks if gathered else None)
             now = time.time()
             # the last iteration gets its line too: a short run still shows where it ended
             if now >= next_status or stop:

@@ -34,8 +34,10 @@ class Peers(ABC):
         """Make every rank start from rank 0's parameters, buffers and optimizer state."""
 
     @abstractmethod
-    def reduce_gradients(self, model: nn.Module, num_samples: int) -> int:
-        """Replace local gradients by the sample-weighted mean over ranks; return total samples."""
+    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False) -> tuple[int, bool]:
+        """Replace local gradients by the sample-weighted mean over ranks; return (the total
+        samples, whether any rank voted `stop`). The vote rides in the gradient's collective, so
+        every rank stops after the same iteration without a collective of its own."""
 
     @abstractmethod
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -43,7 +45,9 @@ class Peers(ABC):
 
     @abstractmethod
     def gather_stats(self, values: list[float]) -> list[list[float]]:
-        """Every rank's list of floats, indexed by rank (same length on every rank)."""
+        """Every rank's list of floats, indexed by rank (same length on every rank). Called every
+        sync.stats_every iterations and after the last one, not every iteration: an all-gather
+        costs the ring's latency once per rank, which at hundreds of nodes outweighs a GPU step."""
 
     @abstractmethod
     def check_agreement(self, model: nn.Module, version: int) -> list[str]:
@@ -71,8 +75,8 @@ class Solo(Peers):
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         pass
 
-    def reduce_gradients(self, model: nn.Module, num_samples: int) -> int:
-        return num_samples
+    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False) -> tuple[int, bool]:
+        return num_samples, stop
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor

@@ -16,7 +16,8 @@ Rules (GPU.md, "The design"):
 - Cores: when Slurm bound this task to its own CPUs (SLURM_CPU_BIND_TYPE other than none), the
   affinity already is the rank's share; otherwise the ranks of a host split its affinity evenly.
   Rollout workers are pinned to the share; on a GPU rank the first cores are left to the learner
-  and the policy workers when there are enough, and the learner uses 1-2 threads (more only spin).
+  and the policy workers when there are enough, and the learner uses 1-2 threads (more only spin);
+  on a CPU rank the learner's threads are the cores the workers leave (at least one).
 - Precision: train.precision=auto is bf16 where every device the rank computes on (its learner's
   and its policy workers') has bf16 units: a GPU of compute capability 8.0 or more, a CPU with
   AVX-512 BF16 or AMX (x86) or the BF16 extension (Arm); else fp32. Emulated bf16 is slower than
@@ -128,6 +129,13 @@ def plan_processes(cores: list[int], num_workers: int | str, num_policy_workers:
     num_workers="auto": every core of the share left after the learner and the policy workers
     (at least one). On a GPU rank with enough cores, the rollout workers keep off the first
     1 + num_policy_workers cores, where the learner and policy workers feed the GPU.
+
+    Learner threads on a CPU: the cores the rollout and policy workers leave, at least one. They all
+    compute at once, and a learner with more threads than free cores loses to its own barriers:
+    every parallel kernel waits for its slowest thread, and with the cores shared one of them is
+    often descheduled. On the 2-core VM (2 workers, 1 policy worker) one thread trained 9.8 %
+    faster than two (`python -m launch.bench bench.modes=[async]`, five alternated pairs, every
+    pair faster).
     """
     reserved = 1 + num_policy_workers
     workers = max(1, len(cores) - reserved) if num_workers == "auto" else int(num_workers)
@@ -137,7 +145,12 @@ def plan_processes(cores: list[int], num_workers: int | str, num_policy_workers:
     if pin_offset:
         k = pin_offset % len(worker_cores)
         worker_cores = worker_cores[k:] + worker_cores[:k]
-    threads = learner_threads or (min(CUDA_LEARNER_THREADS, len(cores)) if on_cuda else len(cores))
+    if learner_threads:
+        threads = learner_threads
+    elif on_cuda:
+        threads = min(CUDA_LEARNER_THREADS, len(cores))
+    else:
+        threads = max(1, len(cores) - workers - num_policy_workers)
     return workers, worker_cores, threads
 
 

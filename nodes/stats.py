@@ -11,15 +11,15 @@ from dataclasses import astuple, dataclass, fields
 
 @dataclass
 class RankRow:
-    """One rank's figures for one iteration, gathered from every rank by `peers.gather_stats`
-    (as a list of floats, the same length on every rank)."""
+    """One rank's figures, gathered from every rank by `peers.gather_stats` every
+    sync.stats_every iterations (as a list of floats, the same length on every rank). Totals over
+    this launch, not one iteration's: nothing between two gathers is lost."""
 
-    samples: float = 0.0  # samples it trained on in this iteration
-    sync_s: float = 0.0  # its seconds in the gradient all-reduce
+    samples: float = 0.0  # samples it trained on in this launch
+    sync_s: float = 0.0  # its seconds in the gradient all-reduce in this launch
     episodes: float = 0.0  # episodes it has finished (rank 0: including those before a resume)
     reward: float = math.nan  # mean of its recent episode rewards (nan: none yet)
     reward_n: float = 0.0  # how many recent episodes that mean is over
-    stop: float = 0.0  # 1: it wants to stop after this iteration (the stop vote)
     partial: float = 0.0  # batches it cut short so far (straggler handling)
     elapsed: float = 0.0  # seconds since it started training
 
@@ -41,27 +41,29 @@ def merged_reward(rows: Sequence[RankRow]) -> float | None:
 
 
 class RankStats:
-    """Per-rank accounting over this launch, from the rows gathered every iteration."""
+    """Per-rank accounting over this launch, from the rows gathered every sync.stats_every iterations."""
 
     def __init__(self):
-        self.rows: list[RankRow] = []  # the last iteration's rows, indexed by rank
-        self.samples: list[float] = []  # samples each rank contributed this launch
-        self.sync_s: list[float] = []  # seconds each rank spent in the gradient all-reduce
+        self.rows: list[RankRow] = []  # the last gathered rows, indexed by rank
+        # per rank, samples and all-reduce seconds per iteration between the last two gathers
+        self.per_iteration: list[RankRow] = []
 
-    def add(self, rows: list[RankRow]) -> None:
-        if not self.samples:
-            self.samples, self.sync_s = [0.0] * len(rows), [0.0] * len(rows)
+    def add(self, rows: list[RankRow], iterations: int) -> None:
+        """The rows of a gather `iterations` iterations after the one before."""
+        before = self.rows or [RankRow() for _ in rows]
+        n = max(iterations, 1)
+        self.per_iteration = [RankRow(samples=(r.samples - b.samples) / n, sync_s=(r.sync_s - b.sync_s) / n)
+                              for r, b in zip(rows, before)]
         self.rows = rows
-        self.samples = [a + r.samples for a, r in zip(self.samples, rows)]
-        self.sync_s = [a + r.sync_s for a, r in zip(self.sync_s, rows)]
 
     @property
-    def stop_voted(self) -> bool:
-        return any(r.stop for r in self.rows)
+    def samples(self) -> list[float]:
+        """Samples each rank contributed this launch."""
+        return [r.samples for r in self.rows]
 
     def sync_shares(self) -> list[float]:
         """Each rank's all-reduce time over its own training time (ranks start their clocks apart)."""
-        return [round(s / max(r.elapsed, 1e-9), 4) for s, r in zip(self.sync_s, self.rows)]
+        return [round(r.sync_s / max(r.elapsed, 1e-9), 4) for r in self.rows]
 
 
 class RunStats:
@@ -113,7 +115,7 @@ class RunStats:
         lag_s = f"{lag:.2f} (max {self.last_train.get('policy_lag_max', 0):.0f})" if lag is not None else "n/a"
         line = (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
                 f"reward {reward} | policy lag {lag_s} | version {int(self.last_train.get('version', 0))}")
-        if rank_rows and len(rank_rows) > 1:
+        if rank_rows and len(rank_rows) > 1:  # each rank's share of this launch's samples
             total = max(sum(x.samples for x in rank_rows), 1)
             shares = "/".join(f"{row.samples / total:.2f}" for row in rank_rows)
             line += f" | nodes {len(rank_rows)} (sample shares {shares}) | sync {self.last_train.get('sync_s', 0):.3f}s"
@@ -127,19 +129,24 @@ class TensorBoard:
         from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(log_dir=log_dir)
 
-    def write(self, stats: RunStats, train: dict[str, float], rank_rows: Sequence[RankRow] = ()) -> None:
+    def write(self, stats: RunStats, train: dict[str, float], ranks: RankStats | None = None) -> None:
+        """ranks: when this iteration gathered every rank's row (the merged reward, each rank's
+        samples and all-reduce seconds per iteration since the gather before); None between
+        gathers, when the episode scalars wait for the next one rather than repeat stale rows."""
         step = stats.env_frames
         w = self.writer
         w.add_scalar("perf/fps", stats.fps(), step)
         w.add_scalar("perf/sync_s", train.get("sync_s", 0.0), step)
-        for rank, row in enumerate(rank_rows if len(rank_rows) > 1 else ()):
-            w.add_scalar(f"nodes/samples_rank{rank}", row.samples, step)
-            w.add_scalar(f"nodes/sync_s_rank{rank}", row.sync_s, step)
         for k in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "ratio_dev",
                   "policy_lag_mean", "policy_lag_max", "step_s"):
             if k in train:
                 w.add_scalar(f"train/{k}", train[k], step)
-        r = merged_reward(rank_rows) if rank_rows else stats.mean_reward()
+        if ranks is None:
+            return
+        for rank, row in enumerate(ranks.per_iteration if len(ranks.per_iteration) > 1 else ()):
+            w.add_scalar(f"nodes/samples_rank{rank}", row.samples, step)
+            w.add_scalar(f"nodes/sync_s_rank{rank}", row.sync_s, step)
+        r = merged_reward(ranks.rows) if ranks.rows else stats.mean_reward()
         if r is not None:
             w.add_scalar("episode/reward", r, step)
             w.add_scalar("episode/length", sum(stats.lengths) / max(len(stats.lengths), 1), step)

@@ -9,8 +9,9 @@
   World's master address and port); collectives bounded by sync.timeout_s, NCCL's own limit by
   sync.timeout_s + 60 s (a backstop: our watch below fires first).
 - Start: rank 0's parameters, buffers and optimizer state are broadcast.
-- Every iteration: gradients all-reduced weighted by each node's sample count (one flat
-  all-reduce), observation moments summed, a small stats row gathered (it carries stop votes).
+- Every iteration: gradients all-reduced weighted by each node's sample count, with the sample
+  count and the stop votes in the same flat all-reduce; observation moments summed. Every
+  sync.stats_every iterations and after the last: a small stats row gathered (per-rank figures).
 - Every sync.check_every iterations: a sha256 of the parameters all-gathered; any difference is
   a hard error naming the ranks. The last agreed digest is kept (`last_checksum`) for the summary
   after a failure, when the device may no longer be touched.
@@ -280,20 +281,21 @@ class DistPeers(Peers):
                                                      weights_only=True))
         self._guard("the initial broadcast", run)
 
-    def reduce_gradients(self, model: nn.Module, num_samples: int) -> int:
+    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False) -> tuple[int, bool]:
         params = [p for p in model.parameters() if p.grad is not None]
-        flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.zeros(1, device=params[0].device)])
-        flat[:-1].mul_(float(num_samples))
-        flat[-1] = float(num_samples)
+        # [gradients x samples | samples | stop vote]: one collective for all three
+        tail = torch.tensor([float(num_samples), float(stop)], device=params[0].device)
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [tail])
+        flat[:-2].mul_(float(num_samples))
         what = "the gradient all-reduce"
         self._guard(what, lambda: self._wait(dist.all_reduce(flat, async_op=True), what))
-        total = float(flat[-1])  # only once it completed: on CUDA this is the host sync
-        flat[:-1].div_(total)
+        total, votes = flat[-2:].tolist()  # only once it completed: on CUDA this is the host sync
+        flat[:-2].div_(total)
         offset = 0
         for p in params:
             p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
             offset += p.numel()
-        return int(round(total))
+        return int(round(total)), votes > 0
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         self._guard("the statistics all-reduce", dist.all_reduce, tensor)

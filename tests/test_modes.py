@@ -49,7 +49,10 @@ def test_sync_mode_preempts_the_straggling_rank_rollouts_as_dd_ppo_does(tmp_path
     assert s["partial_batches"] >= s["policy_version"] // 2, s
 
 
-DOOM_DET = ["sampler.mode=deterministic", "train.max_env_frames=2000", "train.status_every_s=1"]
+# learner threads pinned: their default follows the layout (the cores the workers leave), and the
+# learner's sums may split by thread
+DOOM_DET = ["sampler.mode=deterministic", "train.max_env_frames=2000", "train.status_every_s=1",
+            "train.learner_threads=1"]
 # one rollout worker: the layouts are the VizDoom test's business, here fewer processes start
 GYM_DET = [*FAST_GYM, "sampler.num_workers=1", "sampler.envs_per_worker=8", "sampler.mode=deterministic",
            "train.max_env_frames=4000"]

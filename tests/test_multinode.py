@@ -40,6 +40,28 @@ def test_two_nodes_end_with_identical_parameters_that_moved(run_dir):
     assert "rank 1 of 2" in open(os.path.join(run_dir, "train_rank1.log")).read()
     assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]
     assert len(s["samples_per_rank"]) == 2 and min(s["samples_per_rank"]) > 0  # both nodes contributed
+    # rows are gathered every sync.stats_every iterations and after the last, each holding its
+    # rank's totals: every sample trained on is in them
+    assert sum(s["samples_per_rank"]) * compose(*TWO_GYM).env.frameskip == s["env_frames"]
+
+
+def test_one_ranks_signal_stops_both_after_the_same_iteration(run_dir):
+    """SIGTERM to rank 1 alone: its vote rides in the next gradient all-reduce, so rank 0 stops
+    after the same iteration, with equal parameters, rank 1's final checkpoint written by rank 0."""
+    proc = start_train(run_dir, *TWO_GYM, "train.max_env_frames=0", "sync.stats_every=7")
+    m, _ = read_until(proc, r"started 2 nodes on .* \(pids (\d+) (\d+)\)", 60)
+    read_until(proc, r"frames [\d,]+ \| fps", 120)  # both ranks are training
+    os.kill(int(m.group(2)), signal.SIGTERM)
+    proc.communicate(timeout=120)
+    s = summary(run_dir)
+    a, b = s["param_checksums"]
+    assert a == b and s["policy_version"] > 0, s
+    assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]
+    ends = [re.search(r"run (.+?): .*\"policy_version\": (\d+)", open(os.path.join(run_dir, log)).read())
+            for log in ("train.log", "train_rank1.log")]
+    assert [int(e.group(2)) for e in ends] == [s["policy_version"]] * 2, [e.group(0)[:200] for e in ends]
+    assert ends[1].group(1) == "stopped by SIGTERM", ends[1].group(0)[:200]
+    assert sum(s["samples_per_rank"]) * compose(*TWO_GYM).env.frameskip == s["env_frames"]
 
 
 def test_killed_node_makes_the_other_exit_naming_it_and_relaunch_resumes(run_dir):

@@ -66,11 +66,22 @@ def start_gives_every_rank_rank0s_parameters_buffers_and_optimizer(peers):
 def reduce_gradients_is_the_sample_weighted_mean(peers):
     model = nn.Linear(2, 1, bias=False)
     model.weight.grad = torch.full_like(model.weight, float(peers.rank + 1))
-    total = peers.reduce_gradients(model, 10 * (peers.rank + 1))
+    total, stop = peers.reduce_gradients(model, 10 * (peers.rank + 1))
     counts = [10 * (r + 1) for r in range(peers.world_size)]
-    assert total == sum(counts)
+    assert total == sum(counts) and stop is False
     expected = sum(n * (r + 1) for r, n in enumerate(counts)) / sum(counts)
     assert torch.allclose(model.weight.grad, torch.full_like(model.weight, expected))
+
+
+@contract
+def one_ranks_stop_vote_reaches_every_rank_with_the_gradients(peers):
+    """The last rank alone votes: every rank learns it from the same all-reduce, and the votes
+    leave the gradients' mean alone."""
+    model = nn.Linear(2, 1, bias=False)
+    model.weight.grad = torch.ones_like(model.weight)
+    total, stop = peers.reduce_gradients(model, 4, stop=peers.rank == peers.world_size - 1)
+    assert stop is True and total == 4 * peers.world_size
+    assert torch.allclose(model.weight.grad, torch.ones_like(model.weight))
 
 
 @contract
@@ -127,7 +138,7 @@ def test_every_method_is_abstract_so_no_implementation_can_forget_one():
 
     class Forgetful(Peers):  # implements everything but others_ready
         def start(self, model, optimizer): ...
-        def reduce_gradients(self, model, num_samples): ...
+        def reduce_gradients(self, model, num_samples, stop=False): ...
         def all_sum(self, tensor): ...
         def gather_stats(self, values): ...
         def check_agreement(self, model, version): ...

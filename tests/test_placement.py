@@ -77,9 +77,12 @@ def test_cores_split_between_ranks_unless_slurm_bound_them():
     assert core_share([0, 1], 1, 4, bound=False) == [1]  # more ranks than cores: one each, shared
 
 
-def test_process_plan_cpu_keeps_todays_layout_and_gpu_reserves_feeders():
-    # CPU: workers round-robin over the share from pin_offset, the learner uses every core of it
-    assert plan_processes([0, 1], 2, 1, on_cuda=False, learner_threads=0) == (2, [0, 1], 2)
+def test_process_plan_cpu_learner_takes_the_free_cores_and_gpu_reserves_feeders():
+    # CPU: workers round-robin over the share from pin_offset; the learner's threads are the cores
+    # the rollout and policy workers leave, at least one
+    assert plan_processes([0, 1], 2, 1, on_cuda=False, learner_threads=0) == (2, [0, 1], 1)
+    assert plan_processes(list(range(16)), 4, 1, on_cuda=False, learner_threads=0)[2] == 11
+    assert plan_processes(list(range(16)), "auto", 2, on_cuda=False, learner_threads=0) == (13, list(range(16)), 1)
     assert plan_processes([0, 1, 2, 3], 2, 1, on_cuda=False, learner_threads=0, pin_offset=1)[1] == [1, 2, 3, 0]
     # GPU: learner + policy worker keep the first cores, 1-2 learner threads, auto = the rest
     assert plan_processes(list(range(10)), "auto", 2, on_cuda=True, learner_threads=0) == (7, list(range(3, 10)), 2)
@@ -100,7 +103,7 @@ def test_place_solo_ignores_the_allocations_task_count():
     is alone on its host: all the cores, no GPU index from a local rank."""
     cfg = compose()
     p = place(cfg, {"SLURM_TASKS_PER_NODE": "4", "SLURM_LOCALID": "2"}, 0, [0, 1, 2, 3], solo=True)
-    assert (p.device, p.num_workers, p.worker_cores, p.learner_threads) == ("cpu", 2, [0, 1, 2, 3], 4)
+    assert (p.device, p.num_workers, p.worker_cores, p.learner_threads) == ("cpu", 2, [0, 1, 2, 3], 1)
 
 
 def test_policy_device_defaults_to_the_learners():

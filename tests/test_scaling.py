@@ -16,6 +16,7 @@ from launch.scaling import (
     predict,
     ring_allgather_s,
     ring_allreduce_s,
+    sync_times,
 )
 
 ALPHA, BETA = 40e-6, 1 / 2.5e9  # 40 us per step, 2.5 GB/s
@@ -74,6 +75,18 @@ def test_efficiency_falls_with_nodes_and_rises_with_bandwidth():
     for p, g in itertools.product(NODES, LINKS_GBPS):
         assert table["gpu", p, g]["sync_s"] < table["cpu", p, g]["sync_s"]
         assert table["gpu", p, g]["efficiency"] < table["cpu", p, g]["efficiency"]
+
+
+def test_the_stats_gather_every_k_iterations_costs_a_kth_of_its_latency():
+    """The all-gather's latency term grows with every rank: gathered every k-th iteration, the
+    small collectives' time at 256 nodes falls by (k - 1) / k of the gather's share, nothing else moves."""
+    every = {k: Traffic(grad_bytes=4 * 2_871_526, moments_bytes=8 * 55_297, stats_row_bytes=56, stats_every=k)
+             for k in (1, 10)}
+    alpha, beta = 150e-6, 1 / 2e9
+    (g1, s1), (g10, s10) = (sync_times(256, every[k], alpha, beta) for k in (1, 10))
+    gather = ring_allgather_s(256, 56, alpha, beta)
+    assert g1 == g10 and s1 - s10 == pytest.approx(gather * 0.9)
+    assert gather > 0.03  # 255 ring steps of 150 us: more than a GPU iteration
 
 
 def test_a_short_real_run_prints_the_predicted_table(tmp_path):
