@@ -464,7 +464,8 @@ def _print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float) -> No
     tr = lf.traffic
     print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)}; running-norm moments "
           f"{_bytes(tr.moments_bytes)} (all-reduce); stats row {tr.stats_row_bytes} B per rank every "
-          f"{tr.stats_every} iterations (all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} iterations (all-gather)")
+          f"{tr.stats_every} iterations (all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} "
+          "iterations (all-gather)")
     print(f"  assumed: GPU iteration {gpu_iteration_s * 1e3:.1f} ms (bench.gpu_iteration_s: this model's "
           f"{lf.flops / 1e9:.1f} GFLOP at {lf.flops / gpu_iteration_s / 1e12:.1f} TFLOP/s achieved)")
     latency = ", ".join(f"{g:g} Gb/s {LINK_LATENCY_S[g] * 1e6:g} us ({LINK_CLASS[g]}-class)" for g in LINKS_GBPS)

@@ -232,9 +232,9 @@ class Node:
         self.stats.start_frames = self.stats.env_frames
         next_status = time.time() + t.status_every_s
         next_ckpt = time.time() + t.checkpoint_every_s
-        log.info("training: %d rollout workers x %d envs, %d policy worker(s), batch %d, rollout %d, %s%s",
-                 s.num_workers, s.envs_per_worker, s.num_policy_workers, s.batch_size, s.rollout, t.precision,
-                 f", rank {self.rank} of {self.world}" if self.world > 1 else "")
+        log.info("training: %d rollout workers x %d envs, %d policy worker(s), learner %d thread(s), batch %d, "
+                 "rollout %d, %s%s", s.num_workers, s.envs_per_worker, s.num_policy_workers, torch.get_num_threads(),
+                 s.batch_size, s.rollout, t.precision, f", rank {self.rank} of {self.world}" if self.world > 1 else "")
         self.signal_is_vote = self.world > 1
         stop = self._stop_wanted()
         while not stop:

@@ -6,7 +6,7 @@ import subprocess
 import time
 
 import torch
-from helpers import FAST_GYM, read_until, start_train, summary, train
+from helpers import FAST_GYM, compose, read_until, start_train, summary, train
 
 from nodes import checkpoint as ckpt
 
@@ -20,6 +20,10 @@ def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
     assert len(first["param_checksums"]) == 1 and len(first["param_checksums"][0]) == 64
     assert os.path.isfile(os.path.join(run_dir, "config.yaml"))
     assert os.path.isfile(os.path.join(run_dir, "train.log"))
+    # on a CPU the learner's threads are the cores its rollout and policy workers leave, at least one
+    cfg = compose(*FAST_GYM)
+    free = len(os.sched_getaffinity(0)) - cfg.sampler.num_workers - cfg.sampler.num_policy_workers
+    assert f"learner {max(1, free)} thread(s)" in open(os.path.join(run_dir, "train.log")).read()
     # TensorBoard reads the event file back
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(os.path.join(run_dir, "tb"))
