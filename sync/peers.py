@@ -283,10 +283,12 @@ class DistPeers(Peers):
 
     def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False) -> tuple[int, bool]:
         params = [p for p in model.parameters() if p.grad is not None]
-        # [gradients x samples | samples | stop vote]: one collective for all three
-        tail = torch.tensor([float(num_samples), float(stop)], device=params[0].device)
-        flat = torch.cat([p.grad.reshape(-1) for p in params] + [tail])
+        # [gradients x samples | samples | stop vote]: one collective for all three. The two scalars
+        # are written in place (fill kernels), not copied from a host tensor: no host sync on CUDA
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.zeros(2, device=params[0].device)])
         flat[:-2].mul_(float(num_samples))
+        flat[-2] = float(num_samples)
+        flat[-1] = float(stop)
         what = "the gradient all-reduce"
         self._guard(what, lambda: self._wait(dist.all_reduce(flat, async_op=True), what))
         total, votes = flat[-2:].tolist()  # only once it completed: on CUDA this is the host sync
