@@ -89,8 +89,9 @@ class Node:
         self.sync_s_total = 0.0  # seconds this rank spent in the gradient all-reduce
         self.samples_total = 0  # samples this rank trained on in this launch
         self.since_gather = 0  # iterations since the stats rows were last gathered
-        # With several nodes a signal is a vote to stop at the end of the current iteration (all
-        # ranks must leave the lockstep loop together), not an immediate stop.
+        # With several nodes a signal is a vote to stop, not an immediate stop (all ranks must leave
+        # the lockstep loop together): cast with the next gradient all-reduce, so every rank stops
+        # after that iteration.
         self.signal_is_vote = False
 
     # ----------------------------------------------------------------- resume / checkpoints
