@@ -11,7 +11,8 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
    under torch's FlopCounterMode: its matmul and convolution FLOPs, forward and backward.
 2. all-reduce: gloo groups of bench.scaling_ranks local ranks on 127.0.0.1 (torch.multiprocessing
    spawn; sync.peers.DistPeers, as the nodes use it) time a flat float32 all-reduce of the
-   gradient's size (+1, the sample count), of 1/64, 1/8 and 4x that, and of TINY_FLOATS floats (the
+   gradient buffer's size (the gradient, the running norms' moments, the sample count and the stop
+   vote), of 1/64, 1/8 and 4x that, and of TINY_FLOATS floats (the
    latency of the small per-iteration collectives): WARMUP of each, then bench.scaling_repeats,
    each after a 1-float all-reduce that lines the ranks up (the barrier); the slowest rank's time,
    the median over the repeats.
@@ -19,10 +20,10 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
    the relative residuals (each point weighted by 1/t, so latency points count as much as
    bandwidth ones).
 4. prediction for NODES x LINKS_GBPS, with the CPU iteration of 1 and the GPU iteration assumed
-   (bench.gpu_iteration_s): sync per iteration = the gradient all-reduce + the running-norm moment
-   all-reduce (observations, measurements, returns: one) + the stats-row all-gather every
+   (bench.gpu_iteration_s): sync per iteration = the gradient all-reduce (with the running norms'
+   moments, the sample count and the stop votes in the same buffer) + the stats-row all-gather every
    sync.stats_every iterations + the checksum all-gather every sync.check_every iterations (both
-   amortised; the stop votes ride in the gradient all-reduce), each with the ring's latency and
+   amortised), each with the ring's latency and
    bandwidth terms, where alpha = the gloo software latency fitted in 3 + LINK_LATENCY_S of the
    link, and beta = 8 / (link bits per s).
    The gradient all-reduce follows the backward (never overlapped with it), so sync share =
@@ -132,8 +133,7 @@ def fit_ring(points: Sequence[tuple[int, float, float]]) -> RingFit:
 class Traffic:
     """What each node sends in its collectives, per iteration (sync.peers.DistPeers)."""
 
-    grad_bytes: int  # the gradient all-reduce: float32 gradients, the sample count and the stop vote
-    moments_bytes: int  # the running norms' moments (observations, measurements, returns): one all-reduce, float64
+    grad_bytes: int  # the gradient all-reduce: float32 gradients, the running norms' moments, the sample count and the stop vote
     stats_row_bytes: int  # each rank's stats row (the all-gather) ...
     stats_every: int = 10  # ... every this many iterations (sync.stats_every)
     checksum_bytes: int = CHECKSUM_BYTES  # the parameter-checksum all-gather ...
@@ -144,11 +144,10 @@ def sync_times(p: int, traffic: Traffic, alpha: float, beta: float, gather_alpha
                ) -> tuple[float, float]:
     """(gradient all-reduce, the small collectives) seconds per iteration on p nodes. gather_alpha:
     the all-gathers' latency when they take another path (on GPU nodes the stats row and the
-    checksum are CPU tensors over gloo, the gradient and the moments go over NCCL)."""
+    checksum are CPU tensors over gloo, the gradient goes over NCCL)."""
     g_alpha = alpha if gather_alpha is None else gather_alpha
     grad = ring_allreduce_s(p, traffic.grad_bytes, alpha, beta)
-    small = ring_allreduce_s(p, traffic.moments_bytes, alpha, beta)
-    small += ring_allgather_s(p, traffic.stats_row_bytes, g_alpha, beta) / traffic.stats_every
+    small = ring_allgather_s(p, traffic.stats_row_bytes, g_alpha, beta) / traffic.stats_every
     small += ring_allgather_s(p, traffic.checksum_bytes, g_alpha, beta) / traffic.check_every
     return grad, small
 
@@ -246,9 +245,9 @@ def measure_learner(cfg) -> LearnerFigures:
     with FlopCounterMode(display=False) as counter:  # after the timed steps: counting slows a step down
         learner.train_step(batch)
     elements = sum(p.numel() for p in model.parameters() if p.grad is not None)
-    # each norm's count, sum and sum of squares, float64, in one all-reduce (nodes.models.fold_all)
+    # each norm's count, sum and sum of squares (float32) ride in the gradient's buffer (nodes.models.batch_moments)
     moments = [math.prod(spec.obs_shape)] + [spec.meas_size] * model.use_meas + [1] * (learner.returns is not None)
-    traffic = Traffic(grad_bytes=4 * (elements + 2), moments_bytes=sum(8 * (1 + 2 * n) for n in moments),
+    traffic = Traffic(grad_bytes=4 * (elements + sum(1 + 2 * n for n in moments) + 2),
                       stats_row_bytes=8 * len(fields(RankRow)), stats_every=cfg.sync.stats_every,
                       check_every=cfg.sync.check_every)
     return LearnerFigures(statistics.median(steps), steps, threads, n, t, elements, float(counter.get_total_flops()),
@@ -257,7 +256,7 @@ def measure_learner(cfg) -> LearnerFigures:
 
 def allreduce_sizes(grad_floats: int) -> list[tuple[str, int]]:
     """(label, floats) of the tensors to time, smallest first: TINY_FLOATS, then SIZE_FACTORS of the
-    gradient (+1); a size that repeats another is left out."""
+    gradient buffer; a size that repeats another is left out."""
     sizes = {TINY_FLOATS: f"{TINY_FLOATS} floats"}
     for factor, label in SIZE_FACTORS:
         sizes.setdefault(max(TINY_FLOATS, round(grad_floats * factor)), label)
@@ -407,7 +406,7 @@ def scaling(obj) -> None:
     print(f"  learner: {lf.iteration_s * 1e3:.1f} ms per iteration on this CPU ({lf.threads} threads; steps "
           f"{min(lf.steps_s) * 1e3:.1f} to {max(lf.steps_s) * 1e3:.1f} ms), {lf.flops / 1e9:.2f} GFLOP (matmuls "
           f"and convolutions, forward and backward), {lf.gradient_elements:,} gradient elements", flush=True)
-    sizes = allreduce_sizes(lf.gradient_elements + 1)
+    sizes = allreduce_sizes(lf.traffic.grad_bytes // 4)  # the whole buffer the nodes all-reduce
     measured = measure_allreduce(ranks, [f for _, f in sizes], b.scaling_repeats, obj.sync)
     points = [(p, 4 * f, sec) for p in ranks for (_, f), sec in zip(sizes, measured[p])]
     # ranks beyond the cores take turns on them: their latency is this machine's oversubscription,
@@ -422,6 +421,7 @@ def scaling(obj) -> None:
         load_average=round(load, 2), cores=cores,
         learner=dict(iteration_s=_sig(lf.iteration_s), steps_s=[_sig(x) for x in lf.steps_s], threads=lf.threads,
                      trajectories=lf.trajectories, rollout=lf.rollout, gradient_elements=lf.gradient_elements,
+                     allreduce_bytes=lf.traffic.grad_bytes,
                      flops=lf.flops),
         allreduce=[dict(ranks=p, bytes=nbytes, seconds=_sig(sec)) for p, nbytes, sec in points],
         fit=dict(alpha_us=_sig(fit.alpha_s * 1e6), beta_gbytes_per_s=_sig(fit.gbytes_per_s),
@@ -462,16 +462,16 @@ def _print_allreduce(ranks, sizes, measured, fit: RingFit, alone: dict[int, floa
 def _print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float) -> None:
     """What each node sends, what is assumed, and what the model leaves out."""
     tr = lf.traffic
-    print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)}; running-norm moments "
-          f"{_bytes(tr.moments_bytes)} (all-reduce); stats row {tr.stats_row_bytes} B per rank every "
+    print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)} (with the running-norm "
+          f"moments); stats row {tr.stats_row_bytes} B per rank every "
           f"{tr.stats_every} iterations (all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} "
           "iterations (all-gather)")
     print(f"  assumed: GPU iteration {gpu_iteration_s * 1e3:.1f} ms (bench.gpu_iteration_s: this model's "
           f"{lf.flops / 1e9:.1f} GFLOP at {lf.flops / gpu_iteration_s / 1e12:.1f} TFLOP/s achieved)")
     latency = ", ".join(f"{g:g} Gb/s {LINK_LATENCY_S[g] * 1e6:g} us ({LINK_CLASS[g]}-class)" for g in LINKS_GBPS)
     print(f"  assumed: link latency per ring step {latency}, added to the {fit.alpha_s * 1e6:.1f} us measured "
-          f"(gloo; GPU rows: NCCL's {NCCL_STEP_LATENCY_S * 1e6:g} us per step, assumed, for the gradient and the "
-          "moments, gloo's for the all-gathers); beta = 8 / link bits per second")
+          f"(gloo; GPU rows: NCCL's {NCCL_STEP_LATENCY_S * 1e6:g} us per step, assumed, for the gradient, "
+          "gloo's for the all-gathers); beta = 8 / link bits per second")
     print("  model: ring all-reduce, whose latency term 2(p-1) alpha grows linearly with the nodes (pessimistic "
           "at 256 nodes, where NCCL would use trees); the gradient all-reduce runs after the backward, not "
           "overlapped with it; efficiency as if the learner were the node's bottleneck")

@@ -1,9 +1,9 @@
 """Learner: the APPO gradient step on a batch from nodes.batcher.
 
 The step: BPTT unroll, V-trace (or GAE) targets, PPO-clipped (or plain) policy loss + value loss
-- entropy bonus, backward, `peers.reduce_gradients` (the sample-weighted mean over nodes; the
-identity for one node), gradient-norm clipping, Adam, then the observation statistics (their
-moments summed over nodes). nodes/ never imports what implements `peers`.
+- entropy bonus, backward, `peers.reduce_gradients` (the sample-weighted mean over nodes, with the
+running norms' batch moments summed in the same collective; the identity for one node),
+gradient-norm clipping, Adam, then the observation statistics folded in. nodes/ never imports what implements `peers`.
 
 On a GPU the step never waits for the device until its very end: every logged scalar stays a
 device tensor until one `.tolist()` (the iteration's only host sync; tests/test_learner_device.py
@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from nodes import losses
-from nodes.models import RunningNorm, autocast, fold_all
+from nodes.models import RunningNorm, autocast, batch_moments, fold_moments
 from nodes.peers import Solo
 from nodes.profile import LEARNER, Clock
 
@@ -94,9 +94,16 @@ class Learner:
         self.clock(BACKWARD)
         self.optimizer.zero_grad(set_to_none=False)
         parts["loss"].backward()
+        self.clock(OBS_NORM)
+        # The batch's moments for the running norms (observations, measurements, returns) ride in the
+        # gradient all-reduce: at scale a collective of their own costs the ring's whole latency.
+        updates = self.model.norm_updates(batch.obs[:, :-1], batch.meas[:, :-1])
+        if self.returns is not None:
+            updates.append((self.returns, self._targets))
+        moments = batch_moments(updates)
         self.clock(ALLREDUCE)
         timer = SyncTimer(self.device)
-        global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.num_samples, stop)
+        global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.num_samples, stop, moments)
         timer.stop()
         self.clock(OPTIMIZER)
         if self.cfg.max_grad_norm > 0:
@@ -104,13 +111,9 @@ class Learner:
         else:
             grad_norm = parts["loss"].new_zeros(())
         self.optimizer.step()
-        self.clock(OBS_NORM)
-        # Observation statistics change the policy too, so they move with the version: updated
+        # Observation statistics change the policy too, so they move with the version: folded in
         # after the loss, the learner's policy at loss time is exactly the published one.
-        updates = self.model.norm_updates(batch.obs[:, :-1], batch.meas[:, :-1])
-        if self.returns is not None:
-            updates.append((self.returns, self._targets))
-        fold_all(updates, self.peers.all_sum)  # one all-reduce for all of them
+        fold_moments(updates, moments)
         self.version += 1
         self.clock(STATS)
         scalars = torch.stack([parts[k].detach().float() for k in LOGGED[:-1]] + [grad_norm.detach().float()])

@@ -44,22 +44,25 @@ class RunningNorm(nn.Module):
 
     @torch.no_grad()
     def moments(self, x: torch.Tensor) -> torch.Tensor:
-        """A batch's moments as one float64 vector: [count, sum, sum of squares] (summable over
-        nodes, and with other norms' moments into one all-reduce: fold_all)."""
-        x = x.reshape(-1, *self.mean.shape).double()  # float64: E[x^2] - E[x]^2 on 0..255 pixels
-        return torch.cat([x.new_full((1,), float(x.shape[0])), x.sum(0).flatten(), x.pow(2).sum(0).flatten()])
+        """A batch's moments about the running mean, as one float32 vector: [count, sum of d, sum of
+        d^2] with d = x - mean. Every node holds the same running mean, so these sum over nodes,
+        and they ride in the gradient all-reduce (Peers.reduce_gradients: no collective of their
+        own). About the mean, float32 is enough: raw sums of squares of 0..255 pixels lose the
+        variance of a near-constant pixel to cancellation (E[x^2] - E[x]^2); only the first batch,
+        taken about a mean of 0, carries that error, diluted by every later one (tests/test_models.py)."""
+        d = x.reshape(-1, *self.mean.shape).to(torch.float32, copy=True).sub_(self.mean)
+        first = d.sum(0).flatten()
+        return torch.cat([d.new_full((1,), float(d.shape[0])), first, d.mul_(d).sum(0).flatten()])
 
     @torch.no_grad()
     def fold(self, moments: torch.Tensor) -> None:
+        """Merge moments (this norm's `moments`, possibly summed over nodes) into the running ones."""
         n, size = moments[0], self.mean.numel()
-        b_mean = (moments[1 : 1 + size] / n).view_as(self.mean)
-        b_var = (moments[1 + size :] / n).view_as(self.mean) - b_mean.pow(2)
-        b_var = b_var.clamp_(min=0.0).float()
-        b_mean, n = b_mean.float(), n.float()
+        delta = (moments[1 : 1 + size] / n).view_as(self.mean)  # the batch's mean minus the running mean
+        b_var = ((moments[1 + size :] / n).view_as(self.mean) - delta.pow(2)).clamp_(min=0.0)
         total = self.count + n
-        delta = b_mean - self.mean
-        self.mean += delta * (n / total)
         self.var.copy_((self.var * self.count + b_var * n + delta.pow(2) * self.count * n / total) / total)
+        self.mean += delta * (n / total)
         self.count.copy_(total)
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
@@ -78,14 +81,23 @@ class RunningNorm(nn.Module):
         return torch.addcmul(-self.mean * scale, y, scale, out=y).clamp_(-self.clip, self.clip)
 
 
-def fold_all(updates: list[tuple[RunningNorm, torch.Tensor]], all_sum=None) -> None:
-    """Fold a batch into several running norms, their moments summed over nodes in one all-reduce
-    (one collective per iteration, not one per norm: each costs the ring's latency at scale)."""
-    moments = [norm.moments(x) for norm, x in updates]
-    if all_sum is not None:
-        moments = all_sum(torch.cat(moments)).split([len(m) for m in moments])
-    for (norm, _), m in zip(updates, moments):
+def batch_moments(updates: list[tuple[RunningNorm, torch.Tensor]]) -> torch.Tensor:
+    """Several norms' batch moments in one vector (summed over nodes as one: the learner hands it
+    to the gradient all-reduce, since each collective costs the ring's latency at scale)."""
+    return torch.cat([norm.moments(x) for norm, x in updates])
+
+
+def fold_moments(updates: list[tuple[RunningNorm, torch.Tensor]], moments: torch.Tensor) -> None:
+    """Fold `batch_moments(updates)` (summed over nodes or not) into each norm."""
+    sizes = [1 + 2 * norm.mean.numel() for norm, _ in updates]
+    for (norm, _), m in zip(updates, moments.split(sizes)):
         norm.fold(m)
+
+
+def fold_all(updates: list[tuple[RunningNorm, torch.Tensor]], all_sum=None) -> None:
+    """Fold a batch into several running norms, their moments summed by `all_sum` in one call."""
+    moments = batch_moments(updates)
+    fold_moments(updates, all_sum(moments) if all_sum is not None else moments)
 
 
 class ConvEncoder(nn.Module):
@@ -315,9 +327,9 @@ class ActorCritic(nn.Module):
         return torch.stack(outs, 1)
 
     def norm_updates(self, obs: torch.Tensor, meas: torch.Tensor) -> list[tuple[RunningNorm, torch.Tensor]]:
-        """What a batch [B, T, ...] folds into the running statistics (fold_all). Of pixels, every
+        """What a batch [B, T, ...] folds into the running statistics (batch_moments). Of pixels, every
         IMAGE_STATS_EVERY-th step of each trajectory: a learner batch of VizDoom frames is 28 M
-        values, and their float64 moments cost a seventh of the learner's step; a per-pixel mean
+        values, and their moments (then in float64) cost a seventh of the learner's step; a per-pixel mean
         over hundreds of steps of 128+ frames each is as good as over 1024 each."""
         if obs.dim() > 3:
             obs = obs[:, ::IMAGE_STATS_EVERY]

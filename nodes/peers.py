@@ -34,14 +34,18 @@ class Peers(ABC):
         """Make every rank start from rank 0's parameters, buffers and optimizer state."""
 
     @abstractmethod
-    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False) -> tuple[int, bool]:
+    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
+                         sums: torch.Tensor | None = None) -> tuple[int, bool]:
         """Replace local gradients by the sample-weighted mean over ranks; return (the total
         samples, whether any rank voted `stop`). The vote rides in the gradient's collective, so
-        every rank stops after the same iteration without a collective of its own."""
+        every rank stops after the same iteration without a collective of its own; so does `sums`
+        (a float32 vector on the gradients' device, the running norms' moments), summed over ranks
+        in place, unweighted."""
 
     @abstractmethod
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """Element-wise sum over ranks, in place (observation statistics); returns the tensor."""
+        """Element-wise sum over ranks, in place; returns the tensor. A collective of its own: the learner's
+        per-iteration sums ride in reduce_gradients instead (launch.scaling times the ring with it)."""
 
     @abstractmethod
     def gather_stats(self, values: list[float]) -> list[list[float]]:
@@ -75,7 +79,8 @@ class Solo(Peers):
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         pass
 
-    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False) -> tuple[int, bool]:
+    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
+                         sums: torch.Tensor | None = None) -> tuple[int, bool]:
         return num_samples, stop
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:

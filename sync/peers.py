@@ -1,7 +1,7 @@
 """DistPeers: the multi-node answer to nodes.peers, over torch.distributed.
 
-- Process group: on a GPU with NCCL, one group with two backends, "cpu:gloo,cuda:nccl": gradients,
-  observation moments and the initial parameters (tensors on the model's device) go over NCCL;
+- Process group: on a GPU with NCCL, one group with two backends, "cpu:gloo,cuda:nccl": gradients
+  (with the observation moments) and the initial parameters (tensors on the model's device) go over NCCL;
   stats rows, checksums and the optimizer-state bytes go as CPU tensors over gloo (a tiny NCCL
   collective costs a kernel launch and a host sync to read). `device_id` makes NCCL connect at
   init, so a set-up error is reported as such, not later as a lost peer. On CPU (or with
@@ -10,7 +10,7 @@
   sync.timeout_s + 60 s (a backstop: our watch below fires first).
 - Start: rank 0's parameters, buffers and optimizer state are broadcast.
 - Every iteration: gradients all-reduced weighted by each node's sample count, with the sample
-  count and the stop votes in the same flat all-reduce; observation moments summed. Every
+  count, the stop votes and the running norms' moments (summed) in the same flat all-reduce. Every
   sync.stats_every iterations and after the last: a small stats row gathered (per-rank figures).
 - Every sync.check_every iterations: a sha256 of the parameters all-gathered; any difference is
   a hard error naming the ranks. The last agreed digest is kept (`last_checksum`) for the summary
@@ -281,22 +281,27 @@ class DistPeers(Peers):
                                                      weights_only=True))
         self._guard("the initial broadcast", run)
 
-    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False) -> tuple[int, bool]:
+    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
+                         sums: torch.Tensor | None = None) -> tuple[int, bool]:
         params = [p for p in model.parameters() if p.grad is not None]
-        # [gradients x samples | samples | stop vote]: one collective for all three. The two scalars
+        extra = [] if sums is None else [sums.reshape(-1)]
+        # [gradients x samples | sums | samples | stop vote]: one collective for all. The two scalars
         # are written in place (fill kernels), not copied from a host tensor: no host sync on CUDA
-        flat = torch.cat([p.grad.reshape(-1) for p in params] + [torch.zeros(2, device=params[0].device)])
-        flat[:-2].mul_(float(num_samples))
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + extra + [torch.zeros(2, device=params[0].device)])
+        size = flat.numel() - 2 - (0 if sums is None else sums.numel())
+        flat[:size].mul_(float(num_samples))
         flat[-2] = float(num_samples)
         flat[-1] = float(stop)
         what = "the gradient all-reduce"
         self._guard(what, lambda: self._wait(dist.all_reduce(flat, async_op=True), what))
         total, votes = flat[-2:].tolist()  # only once it completed: on CUDA this is the host sync
-        flat[:-2].div_(total)
+        flat[:size].div_(total)
         offset = 0
         for p in params:
             p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
             offset += p.numel()
+        if sums is not None:
+            sums.copy_(flat[size:-2].view_as(sums))
         return int(round(total)), votes > 0
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:

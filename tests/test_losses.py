@@ -173,11 +173,11 @@ def test_normalized_returns_the_critic_learns_targets_in_their_std_and_the_momen
     assert torch.equal(other.returns.mean, learner.returns.mean) and torch.equal(other.returns.var, learner.returns.var)
 
 
-def test_one_all_reduce_folds_every_running_norm_each_step():
-    """The observation, measurement and return moments go over the nodes in ONE all-reduce per
-    step (each collective costs the ring's latency at scale), and each norm ends as if updated
-    on its own: a peer that doubles what it sums (as two identical nodes would) gives the
-    same means and variances, with the counts doubled."""
+def test_every_running_norms_moments_ride_in_the_gradient_all_reduce():
+    """The observation, measurement and return moments go over the nodes in the gradient's
+    all-reduce (a collective of their own would cost the ring's whole latency at scale), and each
+    norm ends as if updated on its own: a peer that doubles what it sums (as two identical nodes
+    would) gives the same means and variances, with the counts doubled."""
     import numpy as np
     from helpers import compose
 
@@ -190,9 +190,13 @@ def test_one_all_reduce_folds_every_running_norm_each_step():
     class TwoAlike(Solo):
         calls = 0
 
-        def all_sum(self, tensor):
+        def reduce_gradients(self, model, num_samples, stop=False, sums=None):
             TwoAlike.calls += 1
-            return tensor * 2
+            sums.mul_(2)
+            return 2 * num_samples, stop
+
+        def all_sum(self, tensor):
+            raise AssertionError("the learner called a collective of its own")
 
     spec = EnvSpec((3, 72, 128), np.uint8, (3,), 2)  # pixels and measurements (model=full): three norms
     g = torch.Generator().manual_seed(0)

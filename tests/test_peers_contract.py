@@ -85,6 +85,21 @@ def one_ranks_stop_vote_reaches_every_rank_with_the_gradients(peers):
 
 
 @contract
+def sums_ride_in_the_gradient_all_reduce_unweighted(peers):
+    """The running norms' moments travel with the gradients: summed over ranks in place, not
+    weighted by sample counts, and the gradients' weighted mean is unchanged by them."""
+    model = nn.Linear(2, 1, bias=False)
+    model.weight.grad = torch.full_like(model.weight, float(peers.rank + 1))
+    sums = torch.tensor([1.0, float(peers.rank), -2.5])
+    total, _ = peers.reduce_gradients(model, 10 * (peers.rank + 1), sums=sums)
+    n = peers.world_size
+    assert sums.tolist() == [float(n), float(sum(range(n))), -2.5 * n]
+    counts = [10 * (r + 1) for r in range(n)]
+    expected = sum(c * (r + 1) for r, c in enumerate(counts)) / sum(counts)
+    assert total == sum(counts) and torch.allclose(model.weight.grad, torch.full_like(model.weight, expected))
+
+
+@contract
 def all_sum_sums_in_place(peers):
     t = torch.tensor([1.0, float(peers.rank)])
     out = peers.all_sum(t)
@@ -138,7 +153,7 @@ def test_every_method_is_abstract_so_no_implementation_can_forget_one():
 
     class Forgetful(Peers):  # implements everything but others_ready
         def start(self, model, optimizer): ...
-        def reduce_gradients(self, model, num_samples, stop=False): ...
+        def reduce_gradients(self, model, num_samples, stop=False, sums=None): ...
         def all_sum(self, tensor): ...
         def gather_stats(self, values): ...
         def check_agreement(self, model, version): ...

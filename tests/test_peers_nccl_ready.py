@@ -99,8 +99,7 @@ def scenario_route_then_freeze(peers, results, save):
     recorded_collectives(sync.peers.dist, calls)
     model = grads_model()
     peers.start(model, torch.optim.Adam(model.parameters()))
-    peers.reduce_gradients(model, 8)
-    peers.all_sum(torch.zeros(2, dtype=torch.float64, device=peers.bulk_device))
+    peers.reduce_gradients(model, 8, sums=torch.zeros(5, device=peers.bulk_device))  # with moments
     peers.gather_stats([1.0, 2.0])
     peers.check_agreement(model, 1)
     results["calls"] = list(calls)  # what the sequence above called, not the barriers after it
@@ -203,8 +202,7 @@ def test_each_collective_uses_the_device_made_for_it(freeze_world):
         assert results["calls"] == [
             ("broadcast", [(bulk, "torch.float32")], "None", False),  # parameters and buffers
             ("broadcast_object_list", [], small, False),  # optimizer state, pickled on the CPU
-            ("all_reduce", [(bulk, "torch.float32")], "None", True),  # gradients, waited for under the watch
-            ("all_reduce", [(bulk, "torch.float64")], "None", False),  # observation moments
+            ("all_reduce", [(bulk, "torch.float32")], "None", True),  # gradients and moments, under the watch
             ("all_gather", [(small, "torch.float64")], "None", False),  # stats rows
             ("all_gather", [(small, "torch.uint8")], "None", False),  # checksums
         ], f"rank {rank}"

@@ -56,7 +56,7 @@ def test_fit_stays_non_negative_and_reports_its_worst_residual():
 
 
 def test_efficiency_falls_with_nodes_and_rises_with_bandwidth():
-    traffic = Traffic(grad_bytes=4 * 2_871_526, moments_bytes=8 * 55_297, stats_row_bytes=64)
+    traffic = Traffic(grad_bytes=4 * (2_871_526 + 55_297), stats_row_bytes=64)
     rows = predict({"cpu": 1.5, "gpu": 0.01}, traffic, software_alpha_s=50e-6)
     assert len(rows) == 2 * len(NODES) * len(LINKS_GBPS)
     table = {(r["device"], r["nodes"], r["link_gbps"]): r for r in rows}
@@ -80,7 +80,7 @@ def test_efficiency_falls_with_nodes_and_rises_with_bandwidth():
 def test_the_stats_gather_every_k_iterations_costs_a_kth_of_its_latency():
     """The all-gather's latency term grows with every rank: gathered every k-th iteration, the
     small collectives' time at 256 nodes falls by (k - 1) / k of the gather's share, nothing else moves."""
-    every = {k: Traffic(grad_bytes=4 * 2_871_526, moments_bytes=8 * 55_297, stats_row_bytes=56, stats_every=k)
+    every = {k: Traffic(grad_bytes=4 * (2_871_526 + 55_297), stats_row_bytes=56, stats_every=k)
              for k in (1, 10)}
     alpha, beta = 150e-6, 1 / 2e9
     (g1, s1), (g10, s10) = (sync_times(256, every[k], alpha, beta) for k in (1, 10))
@@ -104,7 +104,10 @@ def test_a_short_real_run_prints_the_predicted_table(tmp_path):
     measured = result["allreduce"]
     assert {m["ranks"] for m in measured} == {2} and len(measured) == 5
     assert all(m["seconds"] > 0 for m in measured)
-    assert {m["bytes"] for m in measured} >= {64, 4 * (learner["gradient_elements"] + 1)}
+    # the buffer the nodes all-reduce: the gradient, then the moments of the CartPole observation
+    # (1 + 2 x 4 floats) and of the returns (1 + 2), the sample count and the stop vote
+    assert learner["allreduce_bytes"] == 4 * (learner["gradient_elements"] + 9 + 3 + 2)
+    assert {m["bytes"] for m in measured} >= {64, learner["allreduce_bytes"]}
     assert result["fit"]["alpha_us"] >= 0 and result["fit"]["beta_gbytes_per_s"] > 0
     assert result["assumptions"]["gpu_iteration_s"] == 0.01
     predicted = result["predicted"]
