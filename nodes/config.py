@@ -80,6 +80,9 @@ class ModelConfig:
     name: str = "simplified"  # the conf/model/ option
     encoder: str = "auto"  # auto: conv for image observations, mlp for vectors | conv | impala | mlp
     fc_size: int = 512
+    # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
+    # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)
+    fc_layers: int = 1
     core: str = "gru"  # gru | lstm | none
     hidden_size: int = 512
     measurements: bool = False  # feed the env's measurements (game variables) through an MLP
@@ -272,6 +275,7 @@ def validate(cfg: Any) -> None:
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
     need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")
+    need(m.fc_layers >= 1, f"model.fc_layers must be >= 1, got {m.fc_layers}")
     need(m.encoder in ("auto", "conv", "impala", "mlp"),
          f"model.encoder must be auto, conv, impala or mlp, got '{m.encoder}'")
     need(not e.measurements or e.family == "doom",

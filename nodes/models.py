@@ -101,9 +101,10 @@ def fold_all(updates: list[tuple[RunningNorm, torch.Tensor]], all_sum=None) -> N
 
 
 class ConvEncoder(nn.Module):
-    """The "simplified" encoder of Sample Factory (Petrenko et al. 2020): 3 convolutions + one fully connected layer."""
+    """The "simplified" encoder of Sample Factory (Petrenko et al. 2020): 3 convolutions + fully
+    connected layers (fc_layers of fc_size)."""
 
-    def __init__(self, obs_shape, fc_size: int):
+    def __init__(self, obs_shape, fc_size: int, fc_layers: int = 1):
         super().__init__()
         c = obs_shape[0]
         # ELU in place (its backward needs only its output): no second 70 MB activation per layer
@@ -113,7 +114,7 @@ class ConvEncoder(nn.Module):
             nn.Conv2d(64, 128, 3, stride=2), nn.ELU(inplace=True),
             nn.Flatten(),
         )
-        self.fc = nn.Sequential(nn.Linear(_flat_size(self.conv, obs_shape), fc_size), nn.ELU(inplace=True))
+        self.fc = _fc_stack(_flat_size(self.conv, obs_shape), fc_size, fc_layers, lambda: nn.ELU(inplace=True))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(obs))
@@ -131,9 +132,9 @@ class _Residual(nn.Module):
 
 class ImpalaEncoder(nn.Module):
     """IMPALA's ResNet (Espeholt et al. 2018): 3 stages of conv 3x3 + max-pool 3x3/2 + 2 residual
-    blocks with 16, 32, 32 channels, then ReLU and one fully connected layer."""
+    blocks with 16, 32, 32 channels, then ReLU and fully connected layers (one in the paper)."""
 
-    def __init__(self, obs_shape, fc_size: int):
+    def __init__(self, obs_shape, fc_size: int, fc_layers: int = 1):
         super().__init__()
         layers, c = [], obs_shape[0]
         for out in (16, 32, 32):
@@ -141,14 +142,14 @@ class ImpalaEncoder(nn.Module):
                        _Residual(out), _Residual(out)]
             c = out
         self.conv = nn.Sequential(*layers, nn.ReLU(), nn.Flatten())
-        self.fc = nn.Sequential(nn.Linear(_flat_size(self.conv, obs_shape), fc_size), nn.ReLU())
+        self.fc = _fc_stack(_flat_size(self.conv, obs_shape), fc_size, fc_layers, nn.ReLU)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(obs))
 
 
 class MLPEncoder(nn.Module):
-    def __init__(self, obs_shape, fc_size: int):
+    def __init__(self, obs_shape, fc_size: int, fc_layers: int = 1):  # always two layers
         super().__init__()
         self.net = nn.Sequential(nn.Linear(obs_shape[0], fc_size), nn.ELU(), nn.Linear(fc_size, fc_size), nn.ELU())
 
@@ -159,6 +160,14 @@ class MLPEncoder(nn.Module):
 ENCODERS = {"conv": ConvEncoder, "impala": ImpalaEncoder, "mlp": MLPEncoder}
 IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (ActorCritic.update_norms)
 MEAS_SIZE = 128  # width of the measurements MLP of the "full" model
+
+
+def _fc_stack(width_in: int, fc_size: int, layers: int, activation) -> nn.Sequential:
+    """`layers` fully connected layers of fc_size, each followed by a fresh `activation()`."""
+    out = []
+    for i in range(layers):
+        out += [nn.Linear(width_in if i == 0 else fc_size, fc_size), activation()]
+    return nn.Sequential(*out)
 
 
 def _flat_size(conv: nn.Module, obs_shape) -> int:
@@ -228,7 +237,7 @@ class ActorCritic(nn.Module):
             kind = "conv" if spec.is_image else "mlp"
         # Observations stay uint8 in the buffers (4x less memory); they become floats here.
         self.obs_norm = RunningNorm(spec.obs_shape)
-        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size)
+        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size, model_cfg.fc_layers)
         width = model_cfg.fc_size
         # The "full" model: game variables (health, ammo, ...) through their own MLP, joined
         # with the image features before the core. Their scales differ wildly (health 100,

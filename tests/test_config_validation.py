@@ -9,6 +9,7 @@ CASES = [
     (["sampler.envs_per_worker=7"], "sampler.envs_per_worker must be even with sampler.double_buffered=true"),
     (["sampler.batch_size=1000"], "sampler.batch_size (1000) must be a positive multiple of sampler.rollout (32)"),
     (["algo.lr=0"], "algo.lr must be > 0, got 0.0"),
+    (["model.fc_layers=0"], "model.fc_layers must be >= 1, got 0"),
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
     (["algo.value_clip=-0.2"], "algo.value_clip must be >= 0 (0: off), got -0.2"),
     (["algo.exploration_loss=kl"], "algo.exploration_loss must be one of entropy, symmetric_kl, got 'kl'"),

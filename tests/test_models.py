@@ -50,6 +50,21 @@ def test_model_builds_from_the_env_spec(name, spec):
         assert model.core_kind == "lstm" and model.state_size == 2 * model_cfg(name).hidden_size
 
 
+@pytest.mark.parametrize("name,spec", [("simplified", DOOM), ("impala", DMLAB)])
+def test_fc_layers_stack_after_the_conv_encoder_and_one_keeps_the_old_checkpoint_keys(name, spec):
+    """model.fc_layers=2 is Sample Factory 2's VizDoom encoder (two 512 layers); 1, the default,
+    has the same parameter names as before the option existed (fc.0.*), so checkpoints load."""
+    torch.manual_seed(0)
+    one, two = (ActorCritic(spec, model_cfg(name, fc_size=32, fc_layers=k)) for k in (1, 2))
+    linears = [[m for m in model.encoder.fc if isinstance(m, torch.nn.Linear)] for model in (one, two)]
+    assert [len(x) for x in linears] == [1, 2]
+    assert [(m.in_features, m.out_features) for m in linears[1]] == [(linears[0][0].in_features, 32), (32, 32)]
+    assert {k for k in one.state_dict() if k.startswith("encoder.fc.")} == {"encoder.fc.0.weight", "encoder.fc.0.bias"}
+    obs, meas = inputs(spec, 3)
+    logits, value, _ = two.step(obs, meas, torch.zeros(3, two.state_size))
+    assert logits.shape == (3, sum(spec.action_heads)) and torch.isfinite(value).all()
+
+
 @pytest.mark.parametrize("core,pixels", [("gru", False), ("lstm", False), ("gru", True)])
 def test_unroll_equals_step_by_step(core, pixels):
     """The learner's BPTT sees exactly the behaviour policy's outputs (recurrent state reset at
