@@ -1,7 +1,7 @@
 """Learning curves side by side: reward at equal frames and the wall-clock time to a score.
 
     python -m launch.curves RUN_DIR [RUN_DIR ...] [--threshold 70] [--every 100000]
-                            [--sf-reward-scale 0.01]
+                            [--sf-reward-scale 0.01] [--mean-from 1000000]
 
 Each RUN_DIR is one of ours (its tb/ and train.log) or a Sample Factory 2 experiment directory
 (<train_dir>/<experiment>: its .summary/0 TensorBoard file and sf_log.txt), told apart by what is
@@ -10,6 +10,10 @@ in it. The reward is the mean over the last 100 episodes as each trainer logs it
 env's reward scaling, which --sf-reward-scale divides out: 0.01 for doom_basic, 1.0 for most other
 VizDoom scenarios). Time counts from the first line of the run's log (the launch), so start-up is
 included for both. Prints one table row per frame mark and a JSON line with the same figures.
+--mean-from F adds each run's mean reward over frames F to the last mark every run reached (the
+curve read every WINDOW_STEP frames, so both trainers weigh frames alike whatever their logging
+cadence): a 100-episode mean at one mark swings by a couple of kills on defend_the_line, a window
+of it far less.
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+WINDOW_STEP = 10_000  # frames between the readings of --mean-from's window
 STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
 
@@ -39,6 +44,12 @@ class Curve:
                 break
             last = r
         return last
+
+    def mean_between(self, lo: int, hi: int, step: int = WINDOW_STEP) -> float | None:
+        """The curve's mean over frames lo..hi, read every `step` frames (None if it has no
+        reading there)."""
+        values = [v for v in (self.at(f) for f in range(lo, hi + 1, step)) if v is not None]
+        return sum(values) / len(values) if values else None
 
     def first_reaching(self, threshold: float) -> tuple[int, float] | None:
         for f, s, r in zip(self.frames, self.seconds, self.rewards):
@@ -83,9 +94,13 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threshold", type=float, default=70.0, help="the score whose first arrival is timed")
     p.add_argument("--every", type=int, default=100_000, help="frame marks of the table")
     p.add_argument("--sf-reward-scale", type=float, default=1.0, help="Sample Factory's reward scaling of the env")
+    p.add_argument("--mean-from", type=int, default=None,
+                   help="also print each run's mean reward from these frames to the last common frame")
     a = p.parse_args(argv)
     if a.every <= 0 or a.sf_reward_scale <= 0:
         p.error("--every and --sf-reward-scale must be positive")
+    if a.mean_from is not None and a.mean_from < 0:
+        p.error("--mean-from must be >= 0")
     curves = [load(r, a.sf_reward_scale) for r in a.runs]
     last = min(c.frames[-1] for c in curves if c.frames) if all(c.frames for c in curves) else 0
     marks = list(range(a.every, last + 1, a.every))
@@ -95,6 +110,10 @@ def main(argv: list[str] | None = None) -> dict:
         cells = [c.at(m) for c in curves]
         print(f"{m:>10,}" + "".join(("-" if v is None else f"{v:.1f}").rjust(width + 2) for v in cells))
     out = {"threshold": a.threshold, "marks": marks, "runs": {}}
+    if a.mean_from is not None:
+        if a.mean_from > last:
+            p.error(f"--mean-from {a.mean_from:,} is past the last frame every run reached ({last:,})")
+        out["window"] = [a.mean_from, last]
     for c in curves:
         hit = c.first_reaching(a.threshold)
         if hit:
@@ -103,10 +122,15 @@ def main(argv: list[str] | None = None) -> dict:
             said = f"never >= {a.threshold:g} (last {c.rewards[-1]:.1f} at {c.frames[-1]:,} frames)"
         else:
             said = "no episodes"
+        if a.mean_from is not None:
+            mean = c.mean_between(a.mean_from, last)
+            said += f"; mean {mean:.2f} over {a.mean_from:,}-{last:,} frames" if mean is not None else ""
         print(f"{c.name}: {said}")
         out["runs"][c.name] = {"reward_at_marks": [c.at(m) for m in marks], "frames_to_threshold": hit and hit[0],
                                "seconds_to_threshold": hit and round(hit[1], 1),
                                "last": [c.frames[-1], c.rewards[-1]] if c.frames else None}
+        if a.mean_from is not None:
+            out["runs"][c.name]["window_mean"] = c.mean_between(a.mean_from, last)
     print(json.dumps(out))
     return out
 

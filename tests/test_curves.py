@@ -1,0 +1,80 @@
+"""launch.curves: the learning-curve table that compares our runs with Sample Factory's, read from
+real TensorBoard event files (written here by torch's SummaryWriter, as both trainers write them)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from torch.utils.tensorboard import SummaryWriter
+
+from launch import curves
+
+LAUNCH = "2026-11-24 18:00:00,000"
+
+
+def _launch_ts() -> float:
+    return datetime.strptime(LAUNCH, "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def write_ours(run, points):
+    """A run directory of ours: tb/ with episode/reward, train.log whose first line is the launch."""
+    run.mkdir()
+    (run / "train.log").write_text(f"[{LAUNCH}][nodes][INFO] - node starting\n")
+    with SummaryWriter(str(run / "tb")) as w:
+        for frames, seconds, reward in points:
+            w.add_scalar("episode/reward", reward, frames, walltime=_launch_ts() + seconds)
+
+
+def write_sf(run, points, scale):
+    """A Sample Factory 2 experiment: .summary/0 with reward/reward (times its reward scale), sf_log.txt."""
+    run.mkdir()
+    (run / "sf_log.txt").write_text(f"[{LAUNCH}][123] Starting experiment\n")
+    with SummaryWriter(str(run / ".summary" / "0")) as w:
+        for frames, seconds, reward in points:
+            w.add_scalar("reward/reward", reward * scale, frames, walltime=_launch_ts() + seconds)
+
+
+@pytest.fixture()
+def runs(tmp_path):
+    # ours logs every 10k frames: -100 until 300k, then 80; Sample Factory every 100k (scaled by 0.01):
+    # -50 until 400k, then 75
+    ours = [(f, f / 5000, -100.0 if f < 300_000 else 80.0) for f in range(10_000, 1_000_001, 10_000)]
+    sf = [(f, f / 2500, -50.0 if f < 400_000 else 75.0) for f in range(100_000, 900_001, 100_000)]
+    write_ours(tmp_path / "ours", ours)
+    write_sf(tmp_path / "sf", sf, 0.01)
+    return tmp_path / "ours", tmp_path / "sf"
+
+
+def test_rewards_at_marks_time_to_threshold_and_the_window_mean(runs, capsys):
+    out = curves.main([str(r) for r in runs] + ["--sf-reward-scale", "0.01", "--every", "200000",
+                                                  "--threshold", "70", "--mean-from", "500000"])
+    assert out["marks"] == [200_000, 400_000, 600_000, 800_000]  # up to the last frame both reached (900k)
+    ours, sf = out["runs"]["ours"], out["runs"]["sf"]
+    assert ours["reward_at_marks"] == [-100.0, 80.0, 80.0, 80.0]
+    assert [round(x, 3) for x in sf["reward_at_marks"]] == [-50.0, 75.0, 75.0, 75.0]  # the 0.01 divided out
+    assert ours["frames_to_threshold"] == 300_000 and ours["seconds_to_threshold"] == pytest.approx(60, abs=0.5)
+    assert sf["frames_to_threshold"] == 400_000 and sf["seconds_to_threshold"] == pytest.approx(160, abs=0.5)
+    assert out["window"] == [500_000, 900_000]
+    assert ours["window_mean"] == pytest.approx(80.0) and sf["window_mean"] == pytest.approx(75.0, abs=1e-3)
+    printed = capsys.readouterr().out
+    assert "ours: first >= 70 at 300,000 frames, 60 s after launch; mean 80.00 over 500,000-900,000 frames" in printed
+
+
+def test_the_window_weighs_frames_not_log_lines(tmp_path):
+    """A run that logs ten times as often in one half of the window must not weigh that half ten
+    times: the curve is read every WINDOW_STEP frames."""
+    dense = [(f, f / 1000, 10.0) for f in range(1_000, 500_001, 1_000)]
+    sparse = [(f, f / 1000, 20.0) for f in range(550_000, 1_000_001, 50_000)]
+    write_ours(tmp_path / "uneven", dense + sparse)
+    out = curves.main([str(tmp_path / "uneven"), "--mean-from", "0", "--every", "500000"])
+    # readings at 10k..1M: 10 up to 540k (the last line at or before them says 10), 20 from 550k on
+    # (54 and 46 readings); a mean over log lines would say (500 x 10 + 10 x 20) / 510 = 10.2
+    assert out["runs"]["uneven"]["window_mean"] == pytest.approx((54 * 10 + 46 * 20) / 100)
+
+
+def test_bad_arguments_are_refused(runs):
+    with pytest.raises(SystemExit) as exc:
+        curves.main([str(r) for r in runs] + ["--mean-from", "950000"])  # past the 900k both reached
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit, match="neither a run directory of ours nor a Sample Factory experiment"):
+        curves.main([str(runs[0].parent)])
