@@ -94,7 +94,7 @@ def main(argv) -> int:
     opt = args.enjoy
     model, path, state = (None, None, {}) if opt.random else load_policy(cfg)
     version = int(state.get("policy_version", 0))
-    recorder = None
+    recorder, matches = None, []
     if opt.video:
         from launch.video import Recorder
         name = f"enjoy_v{version}{'_random' if opt.random else ''}.mp4"
@@ -104,7 +104,7 @@ def main(argv) -> int:
     try:
         with private_workdir(cfg.run_dir, "enjoy"):  # VizDoom's files stay out of the user's directory
             scores, lengths = play(cfg, model, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
-                                   on_frame=recorder.frame if recorder else None)
+                                   on_frame=recorder.frame if recorder else None, matches=matches)
     except ValueError as exc:  # e.g. an env without frames asked for a video
         refuse(one_line(exc))
     finally:
@@ -116,10 +116,16 @@ def main(argv) -> int:
         "reward_mean": statistics.fmean(scores), "reward_std": statistics.pstdev(scores),
         "length_mean": statistics.fmean(lengths),
     }
+    if matches:  # VizDoom matches (env.bots): the score above is the frags
+        result["match"] = {k: statistics.fmean(m[k] for m in matches) for k in matches[0]}
     if recorder:
         result.update(video=recorder.path, video_frames=recorder.frames)
+    said = ""
+    if matches:
+        m = result["match"]
+        said = f", matches: frags {m['frags']:.2f} deaths {m['deaths']:.2f} place {m['place']:.2f} win {m['win']:.0%}"
     print(f"{cfg.env.name}: {len(scores)} episodes, reward {result['reward_mean']:.2f} +- {result['reward_std']:.2f} "
-          f"(unscaled), length {result['length_mean']:.1f}" + (f", video {recorder.path}" if recorder else ""))
+          f"(unscaled), length {result['length_mean']:.1f}" + said + (f", video {recorder.path}" if recorder else ""))
     print(json.dumps(result), flush=True)
     return 0
 

@@ -46,9 +46,19 @@ class EnvConfig:
     actions: str = "single"  # single: no-op + one button per action | heads: one discrete head per button group
     measurements: bool = True  # game variables (health, ammo, ...) beside the pixels (used by model=full)
     shaping: dict[str, float] = field(default_factory=dict)  # game variable -> training reward per unit of change
+    pickups: dict[str, float] = field(default_factory=dict)  # the same per unit of increase only (health, armor, ...)
     # a fresh engine after this many episodes (0: never): VizDoom's engine keeps about 0.3 kB per
     # new episode for good (measured on 1.3.2, basic.cfg), 3 MB an hour per env at doom_basic's pace
     restart_episodes: int = 5000
+    buttons: list[str] = field(default_factory=list)  # replaces the scenario's buttons ([]: its .cfg's)
+    doom_map: str = ""  # the map to play ("": the scenario's own, MAP01)
+    # A match against the engine's scripted bots (nodes/envs/doom_match.py): the env hosts a
+    # deathmatch of itself and `bots` bots; an episode is one match of match_minutes, a death
+    # respawns, and the score (the logged episode reward) is the agent's frags.
+    bots: int = 0  # 0: the single-player game
+    bot_skill: str = "mixed"  # easy | medium | hard | mixed: which of bots.cfg's bots join (by their skill)
+    match_minutes: float = 4.0
+    max_players: int = 0  # players the map takes (0: its deathmatch starts, at most the engine's 16)
 
 
 @dataclass

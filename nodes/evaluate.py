@@ -15,10 +15,12 @@ from nodes.envs import env_spec, make_env
 
 
 def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: bool = False,
-         max_steps: int = 100_000, on_frame: Callable[[int, object], None] | None = None):
+         max_steps: int = 100_000, on_frame: Callable[[int, object], None] | None = None,
+         matches: list | None = None):
     """Returns (scores, lengths) of `episodes` episodes. model=None plays uniformly random actions.
 
     on_frame(episode, env) is called after reset and after every step (videos render from it).
+    matches: a list that receives each finished VizDoom match's result (frags, deaths, place, ...).
     """
     spec = env_spec(cfg.env)
     env = make_env(cfg.env, seed)
@@ -43,6 +45,8 @@ def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: b
                 if on_frame and obs is not None:
                     on_frame(ep, env)
                 if done:
+                    if matches is not None and "match" in info:
+                        matches.append(info["match"])
                     if info.get("episode_end", True):
                         break
                     if state is not None:

@@ -46,7 +46,7 @@ from nodes.processes import WorkerPool
 from nodes.profile import LEARNER, LEARNER_ROW, Clock
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 from nodes.signals import StopSignals
-from nodes.stats import RankRow, RankStats, RunStats, TensorBoard, merged_reward
+from nodes.stats import RankRow, RankStats, RunStats, TensorBoard, merged_match, merged_reward
 
 log = logging.getLogger("nodes")
 
@@ -306,6 +306,7 @@ class Node:
             env_frames=st.env_frames, seconds=round(seconds, 3),
             fps=round((st.env_frames - st.start_frames) / max(seconds, 1e-9), 1),
             episodes=int(sum(row.episodes for row in rows)), mean_episode_reward=merged_reward(rows),
+            match=merged_match(rows),  # VizDoom matches: recent frags, deaths, place, win/draw/loss; else None
             policy_version=self.learner.version, nodes=self.world, param_checksums=checksums,
             outcome=outcome, resumed_from=self.resumed_from,
             policy_lag_mean=st.last_train.get("policy_lag_mean"),

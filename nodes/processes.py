@@ -62,7 +62,7 @@ class Channels:
     actions: list[Any]  # policy worker -> rollout worker w: group
     trajectories: Any  # rollout workers -> learner: finished slot
     free_slots: Any  # learner -> rollout workers: slot to fill
-    reports: Any  # everyone -> main: ("episode", reward, length) | ("error", who, text) | ("ready", who[, device])
+    reports: Any  # everyone -> main: ("episode", reward, length, match result or None) | ("error", who, text) | ("ready", who[, device])
 
     @classmethod
     def create(cls, num_workers: int) -> Channels:
@@ -129,7 +129,7 @@ class WorkerPool:
     """
 
     def __init__(self, cfg, rank: int, spec, model, signals: StopSignals,
-                 on_episode: Callable[[float, int], None], worker_cores: list[int], start_version: int = 0):
+                 on_episode: Callable[..., None], worker_cores: list[int], start_version: int = 0):
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
         self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
@@ -181,7 +181,7 @@ class WorkerPool:
             return
         for m in msgs:
             if m[0] == "episode":
-                self.on_episode(m[1], m[2])
+                self.on_episode(*m[1:])  # reward, length[, match result]
             elif m[0] == "ready":
                 self.ready += 1
                 if len(m) > 2:

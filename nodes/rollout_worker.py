@@ -117,7 +117,7 @@ class GroupStepper:
             if done:
                 self.env_h[e] = 0.0
                 if info.get("episode_end", True):
-                    self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i])))
+                    self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]), info.get("match")))
                     self.ep_return[i], self.ep_len[i] = 0.0, 0
                     self.clock(ENV_STEP)
                     obs = self.envs[i].reset()

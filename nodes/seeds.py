@@ -23,6 +23,8 @@ SIMULATE = 3  # (rank, worker): the benchmark's random actions
 ACTIONS = 4
 # (the env's own seed, restart count): a VizDoom env's fresh engine (nodes/envs/doom.py)
 ENV_RESTART = 5
+# (the env's own seed, episode): which of bots.cfg's bots join a VizDoom match (nodes/envs/doom_match.py)
+BOTS = 6
 
 
 def derive(seed: int, stream: int, *place: int) -> int:

@@ -8,6 +8,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass, fields
 
+from nodes.envs.doom_match import MATCH_KEYS
+
 
 @dataclass
 class RankRow:
@@ -22,6 +24,15 @@ class RankRow:
     reward_n: float = 0.0  # how many recent episodes that mean is over
     partial: float = 0.0  # batches it cut short so far (straggler handling)
     elapsed: float = 0.0  # seconds since it started training
+    # VizDoom matches (env.bots): its recent matches' mean frags, deaths, place and win/draw/loss
+    # rates, over match_n matches (0: none)
+    match_n: float = 0.0
+    frags: float = math.nan
+    deaths: float = math.nan
+    place: float = math.nan
+    win: float = math.nan
+    draw: float = math.nan
+    loss: float = math.nan
 
     def to_floats(self) -> list[float]:
         return [float(x) for x in astuple(self)]
@@ -38,6 +49,18 @@ def merged_reward(rows: Sequence[RankRow]) -> float | None:
     rows = [r for r in rows if r.reward_n > 0 and not math.isnan(r.reward)]
     n = sum(r.reward_n for r in rows)
     return sum(r.reward * r.reward_n for r in rows) / n if n else None
+
+
+def merged_match(rows: Sequence[RankRow]) -> dict[str, float] | None:
+    """Recent match figures over all ranks (each rank's means weighted by its match count), with
+    `matches`, the count; None when no rank has finished a match."""
+    rows = [r for r in rows if r.match_n > 0]
+    n = sum(r.match_n for r in rows)
+    if not n:
+        return None
+    out = {k: sum(getattr(r, k) * r.match_n for r in rows) / n for k in MATCH_KEYS}
+    out["matches"] = n
+    return out
 
 
 class RankStats:
@@ -72,16 +95,20 @@ class RunStats:
         self.episodes = episodes
         self.rewards = collections.deque(recent_rewards, maxlen=window)
         self.lengths = collections.deque(maxlen=window)
+        self.matches = collections.deque(maxlen=window)  # recent match results (VizDoom matches)
         self.start_frames = env_frames
         self.start_time = time.time()
         self._rate_points = collections.deque(maxlen=64)  # (time, frames) for a 10 s rate
         self._rate_points.append((self.start_time, env_frames))
         self.last_train: dict[str, float] = {}
 
-    def add_episode(self, reward: float, length: int) -> None:
+    def add_episode(self, reward: float, length: int, match: dict[str, float] | None = None) -> None:
+        """A finished episode; `match`: its match result (MATCH_KEYS) when it was a match."""
         self.episodes += 1
         self.rewards.append(reward)
         self.lengths.append(length)
+        if match is not None:
+            self.matches.append(match)
 
     def add_frames(self, frames: int) -> None:
         self.env_frames += frames
@@ -105,8 +132,10 @@ class RunStats:
     def row(self, **figures: float) -> RankRow:
         """This node's row: its episodes and recent rewards, plus the iteration's figures."""
         r = self.mean_reward()
+        means = {k: sum(m[k] for m in self.matches) / len(self.matches) for k in MATCH_KEYS} if self.matches else {}
         return RankRow(episodes=float(self.episodes), reward=math.nan if r is None else r,
-                       reward_n=float(len(self.rewards)), elapsed=self.seconds, **figures)
+                       reward_n=float(len(self.rewards)), elapsed=self.seconds,
+                       match_n=float(len(self.matches)), **means, **figures)
 
     def status_line(self, rank_rows: Sequence[RankRow] = ()) -> str:
         r = merged_reward(rank_rows) if rank_rows else self.mean_reward()
@@ -115,6 +144,10 @@ class RunStats:
         lag_s = f"{lag:.2f} (max {self.last_train.get('policy_lag_max', 0):.0f})" if lag is not None else "n/a"
         line = (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
                 f"reward {reward} | policy lag {lag_s} | version {int(self.last_train.get('version', 0))}")
+        match = merged_match(rank_rows) if rank_rows else merged_match([self.row()])
+        if match is not None:
+            line += (f" | matches: frags {match['frags']:.1f} deaths {match['deaths']:.1f} place {match['place']:.1f} "
+                     f"win {match['win']:.0%} ({match['matches']:.0f})")
         if rank_rows and len(rank_rows) > 1:  # each rank's share of this launch's samples
             total = max(sum(x.samples for x in rank_rows), 1)
             shares = "/".join(f"{row.samples / total:.2f}" for row in rank_rows)
@@ -150,6 +183,9 @@ class TensorBoard:
         if r is not None:
             w.add_scalar("episode/reward", r, step)
             w.add_scalar("episode/length", sum(stats.lengths) / max(len(stats.lengths), 1), step)
+        match = merged_match(ranks.rows) if ranks.rows else None
+        for k in MATCH_KEYS if match is not None else ():
+            w.add_scalar(f"match/{k}", match[k], step)
 
     def close(self) -> None:
         self.writer.close()

@@ -16,7 +16,16 @@ Measurements (env.measurements): the scenario's game variables (plus any named i
 as a float32 vector beside the pixels; the "full" model feeds them through an MLP.
 
 Reward shaping (env.shaping, {GAME_VARIABLE: weight}): the training reward adds
-weight x (change of that variable) each step. The logged episode score stays the game's reward.
+weight x (change of that variable) each step; env.pickups the same for increases only (health,
+armor, weapons, ammo picked up). The logged episode score stays the game's reward.
+
+Matches against the engine's scripted bots (env.bots > 0, nodes/envs/doom_match.py): the env
+hosts a deathmatch of the agent and the bots; the episode is one match (env.match_minutes); a
+death respawns at once, and the respawn's jump back to full health, pistol and ammo is never
+counted as shaping (the variables are read again after it); the score (the logged reward) is
+the agent's frags, and the match's result (frags, deaths, place, win/draw/loss) comes with the
+last step as info["match"]. env.buttons replaces the scenario's buttons (e.g. the full set with
+weapon selection and USE for a multiplayer map), env.doom_map picks the map.
 """
 from __future__ import annotations
 
@@ -25,7 +34,7 @@ import os
 import numpy as np
 
 from nodes import seeds
-from nodes.envs import NO_INFO, EnvSpec
+from nodes.envs import NO_INFO, EnvSpec, doom_match
 from nodes.errors import ConfigError
 
 RENDER_W, RENDER_H = 160, 120
@@ -60,14 +69,23 @@ def check(env_cfg) -> None:
                           f"got {env_cfg.restart_episodes}")
     if env_cfg.actions not in ACTION_MODES:
         raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
-    if env_cfg.measurements and not _game(env_cfg).get_available_game_variables():
+    buttons = _vizdoom().Button.__members__
+    for name in env_cfg.buttons:
+        if name not in buttons:
+            raise ConfigError(f"env.buttons: '{name}' is not a VizDoom button (e.g. MOVE_FORWARD, ATTACK, USE, "
+                              "SELECT_WEAPON2, TURN_LEFT_RIGHT_DELTA)")
+    known = _vizdoom().GameVariable.__members__
+    for key, terms in (("shaping", env_cfg.shaping), ("pickups", env_cfg.pickups)):
+        for name in terms:
+            if name not in known:
+                raise ConfigError(f"env.{key}: '{name}' is not a VizDoom game variable "
+                                  "(e.g. HEALTH, AMMO2, KILLCOUNT, FRAGCOUNT)")
+    game = _game(env_cfg)
+    if env_cfg.measurements and not game.get_available_game_variables():
         raise ConfigError(f"env.measurements=true but scenario '{env_cfg.id}' defines no game variables "
                           "(set env.measurements=false)")
-    known = _vizdoom().GameVariable.__members__
-    for name in env_cfg.shaping:
-        if name not in known:
-            raise ConfigError(f"env.shaping: '{name}' is not a VizDoom game variable "
-                              "(e.g. HEALTH, AMMO2, KILLCOUNT, FRAGCOUNT)")
+    doom_match.check(env_cfg, game.get_doom_scenario_path(), game.get_doom_map())
+
 
 
 def _game(env_cfg):
@@ -75,8 +93,13 @@ def _game(env_cfg):
     vzd = _vizdoom()
     game = vzd.DoomGame()
     game.load_config(scenario_path(env_cfg))
+    if env_cfg.buttons:
+        game.set_available_buttons([vzd.Button.__members__[b] for b in env_cfg.buttons
+                                    if b in vzd.Button.__members__])  # check() refuses the others
+    if env_cfg.doom_map:
+        game.set_doom_map(env_cfg.doom_map)
     have = set(game.get_available_game_variables())
-    for name in env_cfg.shaping:
+    for name in [*env_cfg.shaping, *env_cfg.pickups]:
         var = vzd.GameVariable.__members__.get(name)
         if var is None:
             continue  # check() refuses it; spec() may be asked first
@@ -158,12 +181,18 @@ class DoomEnv:
         self.frameskip = env_cfg.frameskip
         self.cfg, self.seed = env_cfg, seed
         self.restarts = self.episodes = 0
+        self.match = env_cfg.bots > 0
+        if self.match:
+            self.bot_profiles = doom_match.bot_profiles(os.path.join(os.path.dirname(_vizdoom().__file__), "bots.cfg"))
+        self._frags, self._match_base = 0.0, (0.0, 0.0)
         self.game = self._start(seed)
         _, self.options = _actions(env_cfg, self.game.get_available_buttons())
         self.single = len(self.options) == 1
         variables = [v.name for v in self.game.get_available_game_variables()]
         self.measurements = env_cfg.measurements
-        self.shaping = [(variables.index(k), float(w)) for k, w in env_cfg.shaping.items()]
+        # (variable index, weight, increases only)
+        self.shaping = [(variables.index(k), float(w), False) for k, w in env_cfg.shaping.items()]
+        self.shaping += [(variables.index(k), float(w), True) for k, w in env_cfg.pickups.items()]
         self._vars = np.zeros(len(variables), np.float32)  # last seen game variables
         self._screen = None
         h, w = env_cfg.height, env_cfg.width
@@ -179,9 +208,27 @@ class DoomEnv:
         game.set_sound_enabled(False)
         if self.cfg.episode_timeout:
             game.set_episode_timeout(self.cfg.episode_timeout)
+        if self.match:
+            game.set_mode(vzd.Mode.PLAYER)  # lock-step: the engine waits for every action
+            game.add_game_args(doom_match.host_args(self.cfg))
         game.set_seed(seed % (2**31))
         game.init()
+        self.game = game
+        self._match_start()
         return game
+
+    def _match_start(self) -> None:
+        """A match begins (bots leave at every new episode): add this episode's bots."""
+        if not self.match:
+            return
+        self.game.send_game_command("removebots")
+        for name in doom_match.roster(self.bot_profiles, self.cfg.bot_skill, self.cfg.bots,
+                                      seeds.derive(self.seed, seeds.BOTS, self.episodes)):
+            self.game.send_game_command(f"addbot {name}")
+        # the match's own counts: the engine keeps DEATHCOUNT across episodes (measured), so both
+        # are counted from here
+        self._frags = self.game.get_game_variable(_vizdoom().GameVariable.FRAGCOUNT)
+        self._match_base = (self._frags, self.game.get_game_variable(_vizdoom().GameVariable.DEATHCOUNT))
 
     def _obs(self):
         state = self.game.get_state()
@@ -201,6 +248,7 @@ class DoomEnv:
             self.game = self._start(seeds.derive(self.seed, seeds.ENV_RESTART, self.restarts))
         else:
             self.game.new_episode()
+            self._match_start()
         return self._obs()
 
     def step(self, action):
@@ -208,14 +256,30 @@ class DoomEnv:
         before = self._vars
         reward = self.game.make_action(buttons.tolist(), self.frameskip)
         done = self.game.is_episode_finished()
+        if self.match:  # the score is the frags (the game itself rewards nothing in a match)
+            vzd = _vizdoom()
+            frags = self.game.get_game_variable(vzd.GameVariable.FRAGCOUNT)
+            reward, self._frags = reward + frags - self._frags, frags
         obs = None if done else self._obs()
-        if not self.shaping:
-            return obs, reward, done, NO_INFO
-        if done:  # no state any more, but the variables can still be read
-            self._vars = np.array([self.game.get_game_variable(v) for v in self.game.get_available_game_variables()],
-                                  np.float32)
-        shaped = reward + sum(w * float(self._vars[i] - before[i]) for i, w in self.shaping)
-        return obs, reward, done, {"train_reward": shaped}
+        info = NO_INFO
+        if self.shaping:
+            if done:  # no state any more, but the variables can still be read
+                self._vars = np.array([self.game.get_game_variable(v)
+                                       for v in self.game.get_available_game_variables()], np.float32)
+            shaped = reward
+            for i, w, up_only in self.shaping:
+                change = float(self._vars[i] - before[i])
+                shaped += w * (max(change, 0.0) if up_only else change)
+            info = {"train_reward": shaped}
+        if self.match and not done and self.game.is_player_dead():
+            self.game.respawn_player()
+            obs = self._obs()  # the respawned player; its full health is the next step's baseline
+        if self.match and done:
+            me = int(self.game.get_game_variable(vzd.GameVariable.PLAYER_NUMBER))
+            frags = self._frags - self._match_base[0]
+            deaths = self.game.get_game_variable(vzd.GameVariable.DEATHCOUNT) - self._match_base[1]
+            info = {**info, "match": doom_match.result(self.game.get_server_state(), me, frags, deaths)}
+        return obs, reward, done, info
 
     def render(self) -> np.ndarray:
         """The last full 160x120 frame, HxWx3 (for videos)."""
