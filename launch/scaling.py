@@ -72,7 +72,7 @@ LINK_CLASS = {10: "Ethernet", 25: "Ethernet", 100: "InfiniBand", 400: "InfiniBan
 # orders below gloo's over TCP; it matters only where latency dominates (many nodes, small tensors)
 NCCL_STEP_LATENCY_S = 5e-6
 TINY_FLOATS = 16  # the small collectives' size class (the stats row is 8 floats, the checksum 32 bytes)
-SIZE_FACTORS = ((1 / 64, "gradient/64"), (1 / 8, "gradient/8"), (1, "gradient+1"), (4, "4 x gradient"))
+SIZE_FACTORS = ((1 / 64, "buffer/64"), (1 / 8, "buffer/8"), (1, "buffer"), (4, "4 x buffer"))  # of the gradient buffer
 WARMUP = 2  # learner steps, and all-reduces of each size, before the timed ones
 JOIN_SLACK_S = 60.0  # a measurement group still running sync.timeout_s + this after its start is killed
 CHECKSUM_BYTES = 32  # sha256 of the parameters (sync.peers.DistPeers.check_agreement)
