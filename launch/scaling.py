@@ -133,7 +133,8 @@ def fit_ring(points: Sequence[tuple[int, float, float]]) -> RingFit:
 class Traffic:
     """What each node sends in its collectives, per iteration (sync.peers.DistPeers)."""
 
-    grad_bytes: int  # the gradient all-reduce: float32 gradients, the running norms' moments, the sample count and the stop vote
+    # the gradient all-reduce: float32 gradients, the running norms' moments, the sample count and the stop vote
+    grad_bytes: int
     stats_row_bytes: int  # each rank's stats row (the all-gather) ...
     stats_every: int = 10  # ... every this many iterations (sync.stats_every)
     checksum_bytes: int = CHECKSUM_BYTES  # the parameter-checksum all-gather ...

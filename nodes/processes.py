@@ -62,7 +62,9 @@ class Channels:
     actions: list[Any]  # policy worker -> rollout worker w: group
     trajectories: Any  # rollout workers -> learner: finished slot
     free_slots: Any  # learner -> rollout workers: slot to fill
-    reports: Any  # everyone -> main: ("episode", reward, length, match result or None) | ("error", who, text) | ("ready", who[, device])
+    # everyone -> main: ("episode", reward, length, match result or None) | ("error", who, text) |
+    # ("ready", who[, device])
+    reports: Any
 
     @classmethod
     def create(cls, num_workers: int) -> Channels:

@@ -10,8 +10,7 @@ import pytest
 import vizdoom as vzd
 from helpers import group_conf, run_module, train
 
-from nodes.envs import check_env_config, env_spec, make_env
-from nodes.envs import doom_match
+from nodes.envs import check_env_config, doom_match, env_spec, make_env
 from nodes.errors import ConfigError
 
 
@@ -65,6 +64,27 @@ def test_a_duel_with_a_bot_ends_with_its_result_and_the_bot_rejoins_every_match(
             assert result["deaths"] >= 3, "too few deaths to test the respawns"
             last_health = env.game.get_game_variable(vzd.GameVariable.HEALTH)
             assert shaped - score <= last_health - 100 - 100 * result["deaths"] + 1e-6
+    finally:
+        env.close()
+
+
+def test_a_match_that_ends_on_a_respawn_tic_is_done_with_its_result(tmp_path, monkeypatch):
+    """A respawn takes a tic, which can be the match's last: then the step is the last one (done,
+    no observation, the result) and never an observation-less step of a running match (a 15-minute
+    training run crashed on one after 72 matches). 300 matches of 42 tics with random actions,
+    which die often, end on such a tic several times (6 in 300 measured)."""
+    monkeypatch.chdir(tmp_path)
+    env = make_env(load("doom_duel_bots", match_minutes=0.02), seed=11)
+    rng = np.random.default_rng(0)
+    try:
+        for _ in range(300):
+            assert env.reset() is not None
+            while True:
+                obs, _, done, info = env.step([int(rng.integers(n)) for n in env.spec.action_heads])
+                assert (obs is None) == done
+                if done:
+                    assert set(info["match"]) == set(doom_match.MATCH_KEYS)
+                    break
     finally:
         env.close()
 

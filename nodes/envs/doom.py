@@ -272,8 +272,9 @@ class DoomEnv:
                 shaped += w * (max(change, 0.0) if up_only else change)
             info = {"train_reward": shaped}
         if self.match and not done and self.game.is_player_dead():
-            self.game.respawn_player()
-            obs = self._obs()  # the respawned player; its full health is the next step's baseline
+            self.game.respawn_player()  # its tic may be the match's last one
+            done = self.game.is_episode_finished()
+            obs = None if done else self._obs()  # the respawned player: the next step's baseline
         if self.match and done:
             me = int(self.game.get_game_variable(vzd.GameVariable.PLAYER_NUMBER))
             frags = self._frags - self._match_base[0]
