@@ -108,7 +108,8 @@ class Node:
         # merged over ranks when saved, so only rank 0 takes them back
         mine = self.rank == 0
         self.stats = RunStats(int(state["env_frames"]), int(state["episodes"]) if mine else 0,
-                              state["recent_rewards"] if mine else ())
+                              state["recent_rewards"] if mine else (),
+                              recent_matches=state.get("recent_matches", ()) if mine else ())
         self.resumed_from = path
         log.info("resumed from %s: %d env frames, policy version %d", path, self.stats.env_frames,
                  self.learner.version)
@@ -119,7 +120,8 @@ class Node:
         state = self.learner.state_dict()
         rows = self.ranks.rows
         episodes = int(sum(row.episodes for row in rows)) if rows else self.stats.episodes
-        state.update(env_frames=self.stats.env_frames, episodes=episodes, recent_rewards=list(self.stats.rewards))
+        state.update(env_frames=self.stats.env_frames, episodes=episodes, recent_rewards=list(self.stats.rewards),
+                     recent_matches=[dict(m) for m in self.stats.matches])
         path = ckpt.save(self.run_dir, state, self.cfg.train.keep_checkpoints)
         log.info("checkpoint %s", path)
 

@@ -90,12 +90,13 @@ class RankStats:
 
 
 class RunStats:
-    def __init__(self, env_frames: int = 0, episodes: int = 0, recent_rewards=(), window: int = 100):
+    def __init__(self, env_frames: int = 0, episodes: int = 0, recent_rewards=(), window: int = 100,
+                 recent_matches=()):
         self.env_frames = env_frames  # frames trained on, over all sessions of this run
         self.episodes = episodes
         self.rewards = collections.deque(recent_rewards, maxlen=window)
         self.lengths = collections.deque(maxlen=window)
-        self.matches = collections.deque(maxlen=window)  # recent match results (VizDoom matches)
+        self.matches = collections.deque(recent_matches, maxlen=window)  # recent match results (VizDoom matches)
         self.start_frames = env_frames
         self.start_time = time.time()
         self._rate_points = collections.deque(maxlen=64)  # (time, frames) for a 10 s rate

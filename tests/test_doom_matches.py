@@ -180,6 +180,13 @@ def test_a_bot_deathmatch_trains_and_reports_its_matches(tmp_path):
     assert played["match"]["win"] + played["match"]["draw"] + played["match"]["loss"] == pytest.approx(1.0)
     assert played["video_frames"] > 20 and (run / "videos").is_dir()
     assert "matches: frags" in proc.stdout
+    # a resumed run keeps the match window the checkpoint carries (rank 0's recent matches)
+    train(run, "env=doom_deathmatch_bots", "env.bots=3", "env.match_minutes=0.05", "train.max_env_frames=8000",
+          "sampler.num_workers=1", "sampler.envs_per_worker=2", "sampler.batch_size=256", "sampler.rollout=32",
+          timeout=240)
+    resumed = json.loads((run / "summary.json").read_text())
+    assert resumed["resumed_from"] is not None
+    assert resumed["match"]["matches"] >= min(100, match["matches"] + 1)
 
 
 def test_single_player_envs_report_no_matches():
