@@ -87,7 +87,6 @@ def check(env_cfg) -> None:
     doom_match.check(env_cfg, game.get_doom_scenario_path(), game.get_doom_map())
 
 
-
 def _game(env_cfg):
     """A configured, not yet initialised DoomGame (loading the .cfg starts no engine)."""
     vzd = _vizdoom()
