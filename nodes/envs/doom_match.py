@@ -2,9 +2,10 @@
 
 - Which maps take how many players: a map's deathmatch starts (thing type 11) are read from its
   WAD (UDMF TEXTMAP or Doom-format THINGS); a map without any is a single-player map. Some maps
-  place players from a script instead (multi_deathmatch.wad has 2 starts and hosts 16), so an env
-  may declare env.max_players; the engine takes at most ENGINE_MAX_PLAYERS (measured: the 17th
-  `addbot` is ignored).
+  place players from a script instead, so an env may declare env.max_players; the engine takes at
+  most ENGINE_MAX_PLAYERS (measured: the 17th `addbot` is ignored). Not every multiplayer map is a
+  deathmatch: multi.cfg's multi_deathmatch.wad is a first-kill duel (its script exits the level
+  when player 0 or 1 dies), so the deathmatch envs use cig.cfg (cig.wad map01, 25 starts).
 - Which bots join: bots.cfg (shipped with vizdoom) lists 15 scripted bots with aiming,
   perfection, reaction and isp scores; ranked by their mean, "easy" is the lower third, "medium"
   the middle, "hard" the upper third and "mixed" all of them, dealt round-robin. Bots leave at
