@@ -59,6 +59,12 @@ class EnvConfig:
     bot_skill: str = "mixed"  # easy | medium | hard | mixed: which of bots.cfg's bots join (by their skill)
     match_minutes: float = 4.0
     max_players: int = 0  # players the map takes (0: its deathmatch starts, at most the engine's 16)
+    # A match between learning agents (nodes/envs/doom_agents.py): `agents` > 1 players, one engine
+    # each in a subprocess, stepped in lock-step; each agent is an env slot of its own, so a match
+    # fills `agents` consecutive slots of one env group. A match whose engines die or stop answering
+    # for match_timeout_s is restarted (and counted).
+    agents: int = 1
+    match_timeout_s: float = 20.0
 
 
 @dataclass
@@ -256,6 +262,11 @@ def validate(cfg: Any) -> None:
     need(not s.double_buffered or s.envs_per_worker % 2 == 0,
          "sampler.envs_per_worker must be even with sampler.double_buffered=true (two equal groups), "
          f"got {s.envs_per_worker}")
+    per_group = s.envs_per_worker // (2 if s.double_buffered else 1)
+    need(e.agents <= 1 or per_group % e.agents == 0,
+         f"sampler.envs_per_worker={s.envs_per_worker}: with env.agents={e.agents} every env group must hold whole "
+         f"matches ({per_group} envs per group{' when double-buffered' if s.double_buffered else ''}, "
+         f"not a multiple of {e.agents})")
     need(s.num_policy_workers >= 1, f"sampler.num_policy_workers must be >= 1, got {s.num_policy_workers}")
     need(s.rollout >= 1, f"sampler.rollout must be >= 1, got {s.rollout}")
     need(s.batch_size >= s.rollout and s.batch_size % s.rollout == 0,
@@ -282,6 +293,9 @@ def validate(cfg: Any) -> None:
         need(re.fullmatch(r"cpu|cuda(:\d+)?", dev) is not None, f"{key} must be cpu, cuda or cuda:N, got '{dev}'")
     need(t.precision in ("auto", "fp32", "bf16"), f"train.precision must be auto, fp32 or bf16, got '{t.precision}'")
     need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
+    need(e.agents >= 1, f"env.agents must be >= 1, got {e.agents}")
+    need(e.agents == 1 or e.family == "doom",
+         f"env.agents={e.agents}: matches between agents are VizDoom matches; env family '{e.family}' has none")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
     need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")

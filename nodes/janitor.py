@@ -16,7 +16,7 @@ import signal
 import sys
 import time
 
-_INSTANCE = re.compile(rb"\+viz_instance_id\x00([^\x00]+)")
+INSTANCE_ARG = re.compile(rb"\+viz_instance_id\x00([^\x00]+)")
 
 
 def group_members(pgid: int):
@@ -40,7 +40,7 @@ def scan(pgid: int, instances: set) -> list:
     for pid in pids:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                m = _INSTANCE.search(f.read())
+                m = INSTANCE_ARG.search(f.read())
             if m:
                 instances.add(m.group(1).decode())
         except OSError:

@@ -192,7 +192,7 @@ class Node:
         gathered = last or self.world == 1 or self.learner.version % cfg.sync.stats_every == 0  # equal on every rank
         if gathered:
             mine = self.stats.row(samples=float(self.samples_total), sync_s=self.sync_s_total,
-                                  partial=float(self.partial_batches))
+                                  partial=float(self.partial_batches), engine_restarts=float(self.pool.restarts))
             self.ranks.add([RankRow.from_floats(r) for r in self.peers.gather_stats(mine.to_floats())],
                            self.since_gather)
             self.since_gather = 0
@@ -303,7 +303,8 @@ class Node:
             checksums = [self.peers.last_checksum]
         else:
             checksums = [param_checksum(self.model)]
-        rows = self.ranks.rows or [st.row(partial=float(self.partial_batches))]
+        restarts = float(self.pool.restarts) if self.pool is not None else 0.0
+        rows = self.ranks.rows or [st.row(partial=float(self.partial_batches), engine_restarts=restarts)]
         summary = dict(
             env_frames=st.env_frames, seconds=round(seconds, 3),
             fps=round((st.env_frames - st.start_frames) / max(seconds, 1e-9), 1),
@@ -314,6 +315,7 @@ class Node:
             policy_lag_mean=st.last_train.get("policy_lag_mean"),
             sync_share=round(self.sync_s_total / max(seconds, 1e-9), 4),
             partial_batches=int(sum(row.partial for row in rows)),  # all ranks: batches cut short
+            engine_restarts=int(sum(row.engine_restarts for row in rows)),  # all ranks: agent matches restarted
             samples_per_rank=[int(x) for x in self.ranks.samples],
             sync_share_per_rank=self.ranks.sync_shares(),
         )

@@ -63,7 +63,7 @@ class Channels:
     trajectories: Any  # rollout workers -> learner: finished slot
     free_slots: Any  # learner -> rollout workers: slot to fill
     # everyone -> main: ("episode", reward, length, match result or None) | ("error", who, text) |
-    # ("ready", who[, device])
+    # ("ready", who[, device]) | ("restart", who, reason): a match between agents was restarted
     reports: Any
 
     @classmethod
@@ -135,6 +135,7 @@ class WorkerPool:
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
         self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
+        self.restarts = 0  # matches between agents restarted after an engine died or hung
         self.control = Control.create(s.num_workers, start_version, s.num_policy_workers)
         self.channels = Channels.create(s.num_workers)
         self.buffers = allocate(spec, s, model.state_size)
@@ -188,6 +189,10 @@ class WorkerPool:
                 self.ready += 1
                 if len(m) > 2:
                     log.info("%s ready on %s", m[1], m[2])
+            elif m[0] == "restart":
+                self.restarts += 1
+                log.warning("%s: a VizDoom match between agents was restarted (%d so far on this node): %s",
+                            m[1], self.restarts, m[2])
             elif m[0] == "error":
                 raise WorkerFailed(f"{m[1]} crashed:\n{m[2].rstrip()}")
 

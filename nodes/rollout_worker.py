@@ -19,7 +19,7 @@ import numpy as np
 from nodes import seeds
 from nodes.buffers import env_groups
 from nodes.config import in_rounds
-from nodes.envs import env_spec, make_env, private_workdir
+from nodes.envs import env_spec, make_envs, private_workdir
 from nodes.profile import ROLLOUT, Clock, rollout_row
 
 WAIT, ENV_STEP, BOOKKEEPING = (ROLLOUT.index(p) for p in ("wait", "env_step", "bookkeeping"))
@@ -66,6 +66,7 @@ class GroupStepper:
         self.parked: list = []  # (group, [(env, first observation)]) waiting for their next slots
         self.ep_return = np.zeros(self.k)
         self.ep_len = np.zeros(self.k, dtype=np.int64)
+        self.lockstep = hasattr(envs[0], "submit")  # agents of matches between agents
 
     def stopping(self) -> bool:
         return bool(self.control.stop[0])
@@ -103,6 +104,12 @@ class GroupStepper:
         # as soon as every rollout has min_steps (the envs of a group are always at the same step)
         first = self.groups[g][0]
         cut = self.park and int(self.cut_round[0]) == int(self.rounds[first - self.w * self.k]) - 1
+        if self.lockstep:  # agents of matches: every action of a match first (the last one steps it)
+            self.clock(ENV_STEP)
+            for e in self.groups[g]:
+                action = self.actions[int(self.env_slot[e]), int(self.env_t[e])]
+                self.envs[e - self.w * self.k].submit(int(action[0]) if self.one_head else action.tolist())
+            self.clock(BOOKKEEPING)
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
@@ -116,8 +123,12 @@ class GroupStepper:
             self.ep_len[i] += 1
             if done:
                 self.env_h[e] = 0.0
+                if info.get("restart"):
+                    self.ch.reports.put(("restart", f"rollout{self.w}", info["restart"]))
                 if info.get("episode_end", True):
-                    self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]), info.get("match")))
+                    if not info.get("aborted"):
+                        self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]),
+                                             info.get("match")))
                     self.ep_return[i], self.ep_len[i] = 0.0, 0
                     self.clock(ENV_STEP)
                     obs = self.envs[i].reset()
@@ -175,9 +186,8 @@ def run_rollout_worker(cfg, rank: int, worker: int, buffers, channels, control, 
     with private_workdir(cfg.run_dir, f"rollout{worker}"):
         try:
             k = cfg.sampler.envs_per_worker
-            for i in range(k):
-                envs.append(make_env(cfg.env, seed=seeds.derive(cfg.seed, seeds.ENV, rank, worker * k + i,
-                                                                control.start_version)))
+            envs += make_envs(cfg.env, k, lambda i: seeds.derive(cfg.seed, seeds.ENV, rank, worker * k + i,
+                                                                 control.start_version))
             channels.reports.put(("ready", f"rollout{worker}"))
             if random_actions:
                 _simulate(cfg, seeds.derive(cfg.seed, seeds.SIMULATE, rank, worker), worker, envs, buffers, control)
@@ -231,6 +241,10 @@ def _simulate(cfg, seed: int, worker: int, envs, buffers, control) -> None:
     clock = Clock(control.profile.numpy()[rollout_row(cfg.sampler.num_policy_workers, worker)])
     while not control.stop[0]:
         actions = (rng.random((len(envs), len(sizes))) * sizes).astype(np.int64)
+        if hasattr(envs[0], "submit"):  # agents of matches: every action of a match first
+            clock(ENV_STEP)
+            for env, a in zip(envs, actions):
+                env.submit(int(a[0]) if len(sizes) == 1 else a.tolist())
         for env, slot, a in zip(envs, slots, actions):
             clock(ENV_STEP)
             obs, _, done, info = env.step(int(a[0]) if len(sizes) == 1 else a)

@@ -25,6 +25,9 @@ ACTIONS = 4
 ENV_RESTART = 5
 # (the env's own seed, episode): which of bots.cfg's bots join a VizDoom match (nodes/envs/doom_match.py)
 BOTS = 6
+# (the match's seed, player index, restart count): one player engine of a match between agents
+# (nodes/envs/doom_agents.py)
+PLAYER = 7
 
 
 def derive(seed: int, stream: int, *place: int) -> int:

@@ -33,6 +33,7 @@ class RankRow:
     win: float = math.nan
     draw: float = math.nan
     loss: float = math.nan
+    engine_restarts: float = 0.0  # matches between agents it restarted (an engine died or hung)
 
     def to_floats(self) -> list[float]:
         return [float(x) for x in astuple(self)]
@@ -187,6 +188,8 @@ class TensorBoard:
         match = merged_match(ranks.rows) if ranks.rows else None
         for k in MATCH_KEYS if match is not None else ():
             w.add_scalar(f"match/{k}", match[k], step)
+        if ranks.rows and any(row.engine_restarts for row in ranks.rows):
+            w.add_scalar("match/engine_restarts", sum(row.engine_restarts for row in ranks.rows), step)
 
     def close(self) -> None:
         self.writer.close()

@@ -17,6 +17,12 @@ Every wrapper has the same small interface, used by the rollout workers and laun
         obs      None when the episode is over (the caller calls reset())
     render() -> HxWx3 uint8   optional: a frame for videos (launch.enjoy)
     close()
+
+An agent of a match between agents (env.agents > 1, nodes/envs/doom_agents.py) is an env too,
+with one more call: submit(action) on every agent of the match first, then step(action) on each
+(the last submit steps the whole match in lock-step). Its info may hold "aborted": True (the
+match's engines failed and the match was restarted: done, but not a finished episode) and
+"restart": the reason, on the match's first agent.
 """
 from __future__ import annotations
 
@@ -79,6 +85,23 @@ def env_spec(env_cfg) -> EnvSpec:
 
 def make_env(env_cfg, seed: int):
     return _module(env_cfg.family).make(env_cfg, seed)
+
+
+def make_envs(env_cfg, count: int, seed_of) -> list:
+    """`count` env slots; slot i's seed is seed_of(i). With env.agents > 1 a match fills
+    env.agents consecutive slots (seeded by its first slot's seed)."""
+    if env_cfg.agents == 1:
+        return [make_env(env_cfg, seed_of(i)) for i in range(count)]
+    from nodes.envs import doom_agents
+    envs: list = []
+    try:
+        for i in range(0, count, env_cfg.agents):
+            envs += doom_agents.AgentMatch(env_cfg, seed_of(i)).slots
+    except BaseException:
+        for env in envs:
+            env.close()
+        raise
+    return envs
 
 
 @contextlib.contextmanager

@@ -175,15 +175,20 @@ class DoomEnv:
     restart costs about 0.1 s. The new engine's seed is derived from the env's seed and the
     restart count, so a run stays reproducible."""
 
-    def __init__(self, env_cfg, seed: int):
+    def __init__(self, env_cfg, seed: int, seat: doom_match.Seat | None = None):
+        """seat: this engine's place in a match between agents (nodes/envs/doom_agents.py runs
+        one DoomEnv per player, each in a process of its own); None: the single-player game or a
+        match against bots only."""
         self.spec = spec(env_cfg)
         self.frameskip = env_cfg.frameskip
-        self.cfg, self.seed = env_cfg, seed
+        self.cfg, self.seed, self.seat = env_cfg, seed, seat
         self.restarts = self.episodes = 0
-        self.match = env_cfg.bots > 0
-        if self.match:
+        self.match = env_cfg.bots > 0 or seat is not None
+        self.hosts_bots = env_cfg.bots > 0 and (seat is None or seat.index == 0)
+        if self.hosts_bots:
             self.bot_profiles = doom_match.bot_profiles(os.path.join(os.path.dirname(_vizdoom().__file__), "bots.cfg"))
-        self._frags, self._match_base = 0.0, (0.0, 0.0)
+        self._frags, self._match_base, self._total = 0.0, (0.0, 0.0), 0.0
+        self._deaths, self._was_dead = 0.0, False  # an agent match's death count and state at the last step
         self.game = self._start(seed)
         _, self.options = _actions(env_cfg, self.game.get_available_buttons())
         self.single = len(self.options) == 1
@@ -193,6 +198,7 @@ class DoomEnv:
         self.shaping = [(variables.index(k), float(w), False) for k, w in env_cfg.shaping.items()]
         self.shaping += [(variables.index(k), float(w), True) for k, w in env_cfg.pickups.items()]
         self._vars = np.zeros(len(variables), np.float32)  # last seen game variables
+        self._before = self._vars
         self._screen = None
         h, w = env_cfg.height, env_cfg.width
         self._rows = ((np.arange(h) + 0.5) * RENDER_H / h).astype(np.intp)[:, None]
@@ -209,7 +215,8 @@ class DoomEnv:
             game.set_episode_timeout(self.cfg.episode_timeout)
         if self.match:
             game.set_mode(vzd.Mode.PLAYER)  # lock-step: the engine waits for every action
-            game.add_game_args(doom_match.host_args(self.cfg))
+            game.add_game_args(doom_match.host_args(self.cfg) if self.seat is None
+                               else doom_match.seat_args(self.cfg, self.seat))
         game.set_seed(seed % (2**31))
         game.init()
         self.game = game
@@ -218,16 +225,19 @@ class DoomEnv:
 
     def _match_start(self) -> None:
         """A match begins (bots leave at every new episode): add this episode's bots."""
+        self._total = 0.0
         if not self.match:
             return
-        self.game.send_game_command("removebots")
-        for name in doom_match.roster(self.bot_profiles, self.cfg.bot_skill, self.cfg.bots,
-                                      seeds.derive(self.seed, seeds.BOTS, self.episodes)):
-            self.game.send_game_command(f"addbot {name}")
+        if self.hosts_bots:
+            self.game.send_game_command("removebots")
+            for name in doom_match.roster(self.bot_profiles, self.cfg.bot_skill, self.cfg.bots,
+                                          seeds.derive(self.seed, seeds.BOTS, self.episodes)):
+                self.game.send_game_command(f"addbot {name}")
         # the match's own counts: the engine keeps DEATHCOUNT across episodes (measured), so both
         # are counted from here
         self._frags = self.game.get_game_variable(_vizdoom().GameVariable.FRAGCOUNT)
         self._match_base = (self._frags, self.game.get_game_variable(_vizdoom().GameVariable.DEATHCOUNT))
+        self._deaths, self._was_dead = self._match_base[1], False
 
     def _obs(self):
         state = self.game.get_state()
@@ -239,9 +249,13 @@ class DoomEnv:
         pixels = state.screen_buffer[:, self._rows, self._cols]
         return (pixels, self._vars) if self.measurements else pixels
 
+    def first_obs(self):
+        """The observation of the episode the engine is in (after init, without a new episode)."""
+        return self._obs()
+
     def reset(self):
         self.episodes += 1
-        if self.cfg.restart_episodes and self.episodes % self.cfg.restart_episodes == 0:
+        if self.seat is None and self.cfg.restart_episodes and self.episodes % self.cfg.restart_episodes == 0:
             self.game.close()  # init() starts the first episode of the fresh engine
             self.restarts += 1
             self.game = self._start(seeds.derive(self.seed, seeds.ENV_RESTART, self.restarts))
@@ -251,15 +265,39 @@ class DoomEnv:
         return self._obs()
 
     def step(self, action):
+        self.act(action)
+        self.game.advance_action(self.frameskip)
+        return self.outcome()
+
+    def act(self, action) -> None:
+        """Press the buttons of `action` (held until the next act) and remember the variables."""
         buttons = self.options[0][int(action)] if self.single else sum(m[int(a)] for m, a in zip(self.options, action))
-        before = self._vars
-        reward = self.game.make_action(buttons.tolist(), self.frameskip)
+        self._before = self._vars
+        self.game.set_action(buttons.tolist())
+
+    def tic(self, last: bool) -> None:
+        """One tic of a match between agents: every player's engine takes it before the next
+        (nodes/envs/doom_agents.py); the state is read only after the step's last tic."""
+        self.game.advance_action(1, last)
+
+    def outcome(self):
+        """(obs, reward, done, info) of the step the engine has just taken."""
+        vzd = _vizdoom()
+        total = self.game.get_total_reward()
+        reward, self._total = total - self._total, total
         done = self.game.is_episode_finished()
+        respawned = False
         if self.match:  # the score is the frags (the game itself rewards nothing in a match)
-            vzd = _vizdoom()
             frags = self.game.get_game_variable(vzd.GameVariable.FRAGCOUNT)
             reward, self._frags = reward + frags - self._frags, frags
         obs = None if done else self._obs()
+        before = self._before
+        if self.seat is not None and not done:
+            # agent matches respawn by the engine (sv_forcerespawn), inside some step: a step that
+            # began dead or saw a death refills health and ammo, which is no pickup
+            deaths = self.game.get_game_variable(vzd.GameVariable.DEATHCOUNT)
+            respawned, self._deaths = self._was_dead or deaths > self._deaths, deaths
+            self._was_dead = self.game.is_player_dead()
         info = NO_INFO
         if self.shaping:
             if done:  # no state any more, but the variables can still be read
@@ -268,9 +306,11 @@ class DoomEnv:
             shaped = reward
             for i, w, up_only in self.shaping:
                 change = float(self._vars[i] - before[i])
-                shaped += w * (max(change, 0.0) if up_only else change)
+                if up_only:
+                    change = 0.0 if respawned else max(change, 0.0)
+                shaped += w * change
             info = {"train_reward": shaped}
-        if self.match and not done and self.game.is_player_dead():
+        if self.seat is None and self.match and not done and self.game.is_player_dead():
             self.game.respawn_player()  # its tic may be the match's last one
             done = self.game.is_episode_finished()
             obs = None if done else self._obs()  # the respawned player: the next step's baseline

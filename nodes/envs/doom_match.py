@@ -22,6 +22,7 @@ import functools
 import os
 import re
 import struct
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -95,10 +96,34 @@ def roster(profiles, skill: str, count: int, seed: int) -> list[str]:
     return [group[(start + i) % len(group)][0] for i in range(count)]
 
 
+@dataclass(frozen=True)
+class Seat:
+    """A player's place in a match between agents: player `index` of `agents`, the host (index 0)
+    listening on `port` of this machine."""
+
+    index: int
+    agents: int
+    port: int
+
+
+def _rules(env_cfg) -> str:
+    return (f"-deathmatch +timelimit {env_cfg.match_minutes:g} +sv_forcerespawn 1 +sv_noautoaim 1 "
+            "+sv_respawnprotect 1 +sv_spawnfarthest 1 +sv_nocrouch 1 +viz_respawn_delay 0 +viz_nocheat 1")
+
+
 def host_args(env_cfg) -> str:
-    return ("-host 1 -deathmatch "
-            f"+timelimit {env_cfg.match_minutes:g} +sv_forcerespawn 1 +sv_noautoaim 1 +sv_respawnprotect 1 "
-            f"+sv_spawnfarthest 1 +sv_nocrouch 1 +viz_respawn_delay 0 +viz_nocheat 1 +name {AGENT_NAME} +colorset 0")
+    """A match of one agent (and bots): the env hosts it alone."""
+    return f"-host 1 {_rules(env_cfg)} +name {AGENT_NAME} +colorset 0"
+
+
+def seat_args(env_cfg, seat: Seat) -> str:
+    """A match between agents over local UDP: player 0 hosts it (and its rules) and waits for the
+    others to join; forced respawn means no player needs a tic of its own to respawn."""
+    timeout = max(1, round(env_cfg.match_timeout_s))
+    name = f"+name {AGENT_NAME}{seat.index} +colorset {seat.index % 8} +viz_connect_timeout {timeout}"
+    if seat.index == 0:
+        return f"-host {seat.agents} -port {seat.port} -netmode 0 {_rules(env_cfg)} {name}"
+    return f"-join 127.0.0.1:{seat.port} {name}"
 
 
 def check(env_cfg, wad_path: str, map_name: str) -> None:
@@ -109,23 +134,27 @@ def check(env_cfg, wad_path: str, map_name: str) -> None:
         raise ConfigError(f"env.bot_skill must be one of {', '.join(BOT_SKILLS)}, got '{env_cfg.bot_skill}'")
     if env_cfg.max_players < 0:
         raise ConfigError(f"env.max_players must be >= 0 (0: the map's deathmatch starts), got {env_cfg.max_players}")
-    if env_cfg.bots == 0:
+    if env_cfg.bots == 0 and env_cfg.agents == 1:
         return
     if env_cfg.match_minutes <= 0:
         raise ConfigError(f"env.match_minutes must be > 0 for a match, got {env_cfg.match_minutes:g}")
+    if env_cfg.agents > 1 and env_cfg.match_timeout_s <= 0:
+        raise ConfigError(f"env.match_timeout_s must be > 0, got {env_cfg.match_timeout_s:g}")
     starts = deathmatch_starts(wad_path, map_name)
     where = f"map {map_name} of {os.path.basename(wad_path)}"
     if starts is None:
         raise ConfigError(f"env.doom_map: {where} does not exist")
     limit = min(env_cfg.max_players or starts, ENGINE_MAX_PLAYERS)
+    asked = ", ".join(f"env.{k}={getattr(env_cfg, k)}" for k in ("agents", "bots") if getattr(env_cfg, k) > 1
+                      or (k == "bots" and env_cfg.bots > 0))
     if limit < 2:
-        raise ConfigError(f"env.bots={env_cfg.bots} on a single-player map: {where} has no deathmatch starts "
+        raise ConfigError(f"{asked} on a single-player map: {where} has no deathmatch starts "
                           "(pick a multiplayer scenario, e.g. env=doom_duel_bots, or set env.max_players)")
-    players = 1 + env_cfg.bots
+    players = env_cfg.agents + env_cfg.bots
     if players > limit:
         said = f"takes at most {limit} players" + (" (the engine's limit)" if limit == ENGINE_MAX_PLAYERS else "")
-        raise ConfigError(f"env.bots={env_cfg.bots}: {where} {said}, asked for {players} "
-                          f"(1 agent + {env_cfg.bots} bots)")
+        raise ConfigError(f"{asked}: {where} {said}, asked for {players} "
+                          f"({env_cfg.agents} agent{'s' if env_cfg.agents > 1 else ''} + {env_cfg.bots} bots)")
 
 
 def result(server_state, me: int, frags: float, deaths: float) -> dict[str, float]:
