@@ -4,7 +4,9 @@ Loads the run's resolved config.yaml and its latest checkpoint, plays enjoy.epis
 this process and prints the mean and std of the unscaled game score; the last stdout line is the
 same as JSON. With enjoy.video=true the first episode is written as an mp4 (H.264 via PyAV) to
 enjoy.video_path (default RUN_DIR/videos/enjoy_v<policy version>.mp4). enjoy.random=true plays
-uniformly random actions instead (the baseline a trained policy must beat).
+uniformly random actions instead (the baseline a trained policy must beat). A match between agents
+(env=doom_duel, env.agents > 1) is played by the policy in every seat; the score, the match result
+and the video are the first agent's.
 
 Arguments are Hydra overrides of `EnjoyArgs`, checked by the same code as launch.train's
 (launch.overrides.compose_checked): bad ones are refused in one line with exit code 2.

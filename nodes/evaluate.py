@@ -3,6 +3,9 @@
 Used by launch.enjoy. One env, batch of one, the same model code the policy workers run, so what
 is watched is what was trained. The logged score is the unscaled game reward, summed over the
 whole game (an Atari life lost is not the end of the episode here either).
+
+A match between agents (env.agents > 1) is played by the policy in every seat, each agent with
+its own recurrent state; the scores, match results and frames are the first agent's.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from nodes.envs import env_spec, make_env
+from nodes.envs import env_spec, make_envs
 
 
 def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: bool = False,
@@ -23,38 +26,50 @@ def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: b
     matches: a list that receives each finished VizDoom match's result (frags, deaths, place, ...).
     """
     spec = env_spec(cfg.env)
-    env = make_env(cfg.env, seed)
+    envs = make_envs(cfg.env, cfg.env.agents, lambda i: seed)  # one env, or the seats of one match
+    env = envs[0]  # the one scored and filmed
+    lockstep = hasattr(env, "submit")
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     scores: list[float] = []
     lengths: list[int] = []
     try:
         for ep in range(episodes):
-            obs = env.reset()
-            state = torch.zeros(1, model.state_size) if model is not None else None
+            obs = [e.reset() for e in envs]
+            states = [torch.zeros(1, model.state_size) if model is not None else None for _ in envs]
             score, length = 0.0, 0
             if on_frame:
                 on_frame(ep, env)
             while length < max_steps:
-                action = _act(model, spec, obs, state, greedy, rng)
-                if model is not None:
-                    action, state = action
-                obs, reward, done, info = env.step(action)
+                actions = []
+                for j in range(len(envs)):
+                    action = _act(model, spec, obs[j], states[j], greedy, rng)
+                    if model is not None:
+                        action, states[j] = action
+                    actions.append(action)
+                if lockstep:
+                    for e, action in zip(envs, actions):
+                        e.submit(action)
+                outs = [e.step(action) for e, action in zip(envs, actions)]
+                obs = [o[0] for o in outs]
+                _, reward, done, info = outs[0]
                 score += reward
                 length += 1
-                if on_frame and obs is not None:
+                if on_frame and obs[0] is not None:
                     on_frame(ep, env)
                 if done:
                     if matches is not None and "match" in info:
                         matches.append(info["match"])
                     if info.get("episode_end", True):
                         break
-                    if state is not None:
-                        state.zero_()  # a lost life: training cut the recurrent state here too
+                    for state in states:
+                        if state is not None:
+                            state.zero_()  # a lost life: training cut the recurrent state here too
             scores.append(score)
             lengths.append(length)
     finally:
-        env.close()
+        for e in envs:
+            e.close()
     return scores, lengths
 
 

@@ -3,6 +3,7 @@ engine: one engine per player in its own process, stepped in lock-step; a killed
 restarts the match (counted) and training goes on; a SIGKILLed trainer leaves no player, no engine
 and no /dev/shm segment; bad matches are refused in one line before any process starts."""
 import glob
+import json
 import os
 import signal
 import subprocess
@@ -133,7 +134,7 @@ DUEL_RUN = ("env=doom_duel", "env.match_minutes=0.05", "sampler.num_workers=1", 
 
 def test_a_duel_trains_goes_on_past_a_killed_engine_and_reports_both_agents(tmp_path):
     run = tmp_path / "duel"
-    before = _engines()
+    before, players_before = _engines(), _players()
     proc = start_train(run, *DUEL_RUN, "train.max_env_frames=30000")
     try:
         read_until(proc, r"matches: frags", 180)  # training, and matches have finished
@@ -157,6 +158,13 @@ def test_a_duel_trains_goes_on_past_a_killed_engine_and_reports_both_agents(tmp_
     acc = EventAccumulator(str(run / "tb"))
     acc.Reload()
     assert "match/engine_restarts" in acc.Tags()["scalars"]
+    # launch.enjoy plays a duel of the policy against itself and films the first agent's view
+    proc = run_module("launch.enjoy", f"run_dir={run}", "enjoy.episodes=1", "enjoy.video=true", timeout=120)
+    played = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert played["episodes"] == 1 and played["match"]["frags"] == played["reward_mean"]
+    # 26 steps of a 105-tic match: the first frame and one per step but the last (it ends the match)
+    assert played["length_mean"] == 26 and played["video_frames"] == 26
+    assert (run / "videos").is_dir() and not (_players() - players_before)
 
 
 def test_sigkill_of_the_trainer_during_a_duel_leaves_no_player_engine_or_segment(tmp_path):
