@@ -14,7 +14,8 @@ import pytest
 from helpers import group_conf, read_until, run_module, start_train, summary
 
 from nodes.envs import check_env_config
-from nodes.envs.doom_agents import AgentMatch, descendants
+from nodes.envs.doom_agents import AgentMatch
+from nodes.memory import descendants
 
 
 def duel(**over):
@@ -32,7 +33,7 @@ def step_all(match, rng):
 
 
 def engines(match):
-    return [pid for p in match._procs for pid in descendants(p.pid)]
+    return [pid for p in match._procs for pid in descendants(p.pid)[1:]]  # below each player: its engine
 
 
 def alive(pid):
@@ -226,3 +227,11 @@ def test_the_deathmatch_of_agents_and_bots_ends_every_players_match(tmp_path, mo
     finally:
         for slot in match.slots:
             slot.close()
+
+
+def test_make_env_refuses_a_match_between_agents():
+    """One engine alone would play the multiplayer map single-handed: agents come from make_envs."""
+    from nodes.envs import make_env
+    from nodes.errors import ConfigError
+    with pytest.raises(ConfigError, match="a match between agents is made with nodes.envs.make_envs"):
+        make_env(duel(), seed=0)

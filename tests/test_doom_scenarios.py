@@ -12,7 +12,9 @@ from nodes.envs import check_env_config, env_spec, make_env
 from nodes.envs.doom import action_heads
 from nodes.errors import ConfigError
 
-SCENARIOS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "env", "doom_*.yaml")))
+# every option but the matches between agents (one engine per player: tests/test_doom_agents.py)
+SCENARIOS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "env", "doom_*.yaml"))
+                   if group_conf("env", os.path.basename(p)[:-5]).agents == 1)
 
 
 def load(name, **over):

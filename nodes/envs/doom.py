@@ -332,4 +332,7 @@ class DoomEnv:
 
 
 def make(env_cfg, seed: int) -> DoomEnv:
+    if env_cfg.agents > 1:  # one engine alone would play a multiplayer map single-handed
+        raise ConfigError(f"env.agents={env_cfg.agents}: a match between agents is made with nodes.envs.make_envs "
+                          "(one env slot per agent), not make_env")
     return DoomEnv(env_cfg, seed)

@@ -36,6 +36,7 @@ from multiprocessing.connection import Connection
 from nodes import seeds
 from nodes.envs import doom, doom_match
 from nodes.janitor import INSTANCE_ARG
+from nodes.memory import descendants
 
 PLAYER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doom_player.py")
 START_ATTEMPTS = 3  # a match that fails to start this many times in a row fails the worker
@@ -51,32 +52,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid` (a player's engine), from /proc."""
-    children: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat", "rb") as f:
-                stat = f.read()
-            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def kill_players(procs: list[subprocess.Popen]) -> None:
     """SIGKILL the players and their engines (engines ignore SIGTERM); remove the engines' shm."""
-    pids = [p.pid for p in procs]
-    for p in procs:
-        pids += descendants(p.pid)
+    pids = [pid for p in procs for pid in descendants(p.pid)]  # each player and its engine
     instances = set()
     for pid in pids:
         with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
