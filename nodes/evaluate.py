@@ -28,7 +28,6 @@ def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: b
     spec = env_spec(cfg.env)
     envs = make_envs(cfg.env, cfg.env.agents, lambda i: seed)  # one env, or the seats of one match
     env = envs[0]  # the one scored and filmed
-    lockstep = hasattr(env, "submit")
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     scores: list[float] = []
@@ -41,16 +40,7 @@ def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: b
             if on_frame:
                 on_frame(ep, env)
             while length < max_steps:
-                actions = []
-                for j in range(len(envs)):
-                    action = _act(model, spec, obs[j], states[j], greedy, rng)
-                    if model is not None:
-                        action, states[j] = action
-                    actions.append(action)
-                if lockstep:
-                    for e, action in zip(envs, actions):
-                        e.submit(action)
-                outs = [e.step(action) for e, action in zip(envs, actions)]
+                outs = _step_seats(envs, [_choose(model, spec, obs, states, j, greedy, rng) for j in range(len(envs))])
                 obs = [o[0] for o in outs]
                 _, reward, done, info = outs[0]
                 score += reward
@@ -62,15 +52,31 @@ def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: b
                         matches.append(info["match"])
                     if info.get("episode_end", True):
                         break
-                    for state in states:
-                        if state is not None:
-                            state.zero_()  # a lost life: training cut the recurrent state here too
+                    states = [None if st is None else st.zero_() for st in states]  # a lost life: as in training
             scores.append(score)
             lengths.append(length)
     finally:
         for e in envs:
             e.close()
     return scores, lengths
+
+
+def _choose(model, spec, obs, states, j, greedy, rng):
+    """Seat j's action (its recurrent state updated in place in `states`)."""
+    action = _act(model, spec, obs[j], states[j], greedy, rng)
+    if model is None:
+        return action
+    action, states[j] = action
+    return action
+
+
+def _step_seats(envs, actions) -> list:
+    """Step every env with its action: [(obs, reward, done, info)]; the seats of a match between
+    agents submit their actions first (the last submit steps the match)."""
+    if hasattr(envs[0], "submit"):
+        for e, action in zip(envs, actions):
+            e.submit(action)
+    return [e.step(action) for e, action in zip(envs, actions)]
 
 
 def _act(model, spec, obs, state, greedy, rng):

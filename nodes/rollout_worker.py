@@ -104,12 +104,8 @@ class GroupStepper:
         # as soon as every rollout has min_steps (the envs of a group are always at the same step)
         first = self.groups[g][0]
         cut = self.park and int(self.cut_round[0]) == int(self.rounds[first - self.w * self.k]) - 1
-        if self.lockstep:  # agents of matches: every action of a match first (the last one steps it)
-            self.clock(ENV_STEP)
-            for e in self.groups[g]:
-                action = self.actions[int(self.env_slot[e]), int(self.env_t[e])]
-                self.envs[e - self.w * self.k].submit(int(action[0]) if self.one_head else action.tolist())
-            self.clock(BOOKKEEPING)
+        if self.lockstep:
+            self.submit_group(g)
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
@@ -123,16 +119,8 @@ class GroupStepper:
             self.ep_len[i] += 1
             if done:
                 self.env_h[e] = 0.0
-                if info.get("restart"):
-                    self.ch.reports.put(("restart", f"rollout{self.w}", info["restart"]))
                 if info.get("episode_end", True):
-                    if not info.get("aborted"):
-                        self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]),
-                                             info.get("match")))
-                    self.ep_return[i], self.ep_len[i] = 0.0, 0
-                    self.clock(ENV_STEP)
-                    obs = self.envs[i].reset()
-                    self.clock(BOOKKEEPING)
+                    obs = self.end_episode(i, info)
             t += 1
             if t == self.T or (cut and t >= self.min_steps):
                 self.write_obs(slot, t, obs)  # bootstrap observation of the finished slot
@@ -154,6 +142,28 @@ class GroupStepper:
         for e, obs in starting:
             self.begin_slot(e, self.take_free_slot(), obs)
         self.ch.requests.put((self.w, g))
+
+    def end_episode(self, i: int, info: dict):
+        """Env i's episode is over: report it (not a match between agents that was restarted:
+        report the restart instead) and return the next episode's first observation."""
+        if info.get("restart"):
+            self.ch.reports.put(("restart", f"rollout{self.w}", info["restart"]))
+        if not info.get("aborted"):
+            self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]), info.get("match")))
+        self.ep_return[i], self.ep_len[i] = 0.0, 0
+        self.clock(ENV_STEP)
+        obs = self.envs[i].reset()
+        self.clock(BOOKKEEPING)
+        return obs
+
+    def submit_group(self, g: int) -> None:
+        """Agents of matches between agents: every action of a match first (the last one steps
+        the match in lock-step); step() then hands each agent its result."""
+        self.clock(ENV_STEP)
+        for e in self.groups[g]:
+            action = self.actions[int(self.env_slot[e]), int(self.env_t[e])]
+            self.envs[e - self.w * self.k].submit(int(action[0]) if self.one_head else action.tolist())
+        self.clock(BOOKKEEPING)
 
     def begin_slot(self, e: int, slot: int, obs) -> None:
         """Env e (its index in the rank) starts a rollout in `slot` from observation `obs`."""
