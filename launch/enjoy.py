@@ -6,7 +6,8 @@ same as JSON. With enjoy.video=true the first episode is written as an mp4 (H.26
 enjoy.video_path (default RUN_DIR/videos/enjoy_v<policy version>.mp4). enjoy.random=true plays
 uniformly random actions instead (the baseline a trained policy must beat). A match between agents
 (env=doom_duel, env.agents > 1) is played by the policy in every seat; the score, the match result
-and the video are the first agent's.
+and the video are the first agent's. enjoy.agents / enjoy.bots change a VizDoom match's seats (a
+self-play duel's policy against a bot: enjoy.agents=1 enjoy.bots=1).
 
 Arguments are Hydra overrides of `EnjoyArgs`, checked by the same code as launch.train's
 (launch.overrides.compose_checked): bad ones are refused in one line with exit code 2.
@@ -35,6 +36,10 @@ class EnjoyOptions:
     fps: float = 0.0  # 0 = the game's speed: engine frames/s divided by env.frameskip
     seed: int = 12345  # a seed the training envs did not use
     max_steps: int = 100_000  # per episode
+    # VizDoom matches: play with other seats than the run's (e.g. a self-play duel's policy against
+    # a bot: enjoy.agents=1 enjoy.bots=1); 0 / -1: the run's env.agents / env.bots
+    agents: int = 0
+    bots: int = -1
 
 
 @dataclass
@@ -45,7 +50,7 @@ class EnjoyArgs:
 
 ENGINE_FPS = {"doom": 35.0, "atari": 60.0, "dmlab": 60.0}  # engine frames per second, by env family
 OPTIONS = ("run_dir, enjoy.episodes, enjoy.greedy, enjoy.random, enjoy.video, enjoy.video_path, enjoy.fps, "
-           "enjoy.seed, enjoy.max_steps")
+           "enjoy.seed, enjoy.max_steps, enjoy.agents, enjoy.bots")
 
 register("enjoy", EnjoyArgs)
 
@@ -94,6 +99,16 @@ def main(argv) -> int:
     from nodes.evaluate import play
     cfg = load_config(args.run_dir)
     opt = args.enjoy
+    if opt.agents or opt.bots >= 0:
+        from nodes.envs import check_env_config
+        if cfg.env.family != "doom":
+            refuse(f"enjoy.agents / enjoy.bots change a VizDoom match's seats; env family '{cfg.env.family}' has none")
+        cfg.env.agents = opt.agents or cfg.env.agents
+        cfg.env.bots = cfg.env.bots if opt.bots < 0 else opt.bots
+        try:
+            check_env_config(cfg.env)
+        except ConfigError as exc:
+            refuse(f"enjoy.agents={cfg.env.agents} enjoy.bots={cfg.env.bots}: {exc}")
     model, path, state = (None, None, {}) if opt.random else load_policy(cfg)
     version = int(state.get("policy_version", 0))
     recorder, matches = None, []

@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import group_conf, read_until, run_module, start_train, summary
+from helpers import group_conf, one_error_line, read_until, run_module, start_train, summary
 
 from nodes.envs import check_env_config
 from nodes.envs.doom_agents import AgentMatch
@@ -166,6 +166,13 @@ def test_a_duel_trains_goes_on_past_a_killed_engine_and_reports_both_agents(tmp_
     # 26 steps of a 105-tic match: the first frame and one per step but the last (it ends the match)
     assert played["length_mean"] == 26 and played["video_frames"] == 26
     assert (run / "videos").is_dir() and not (_players() - players_before)
+    # the self-play policy against one of the engine's bots (its own seats replaced), and seats the map cannot take
+    proc = run_module("launch.enjoy", f"run_dir={run}", "enjoy.episodes=1", "enjoy.agents=1", "enjoy.bots=1",
+                      timeout=120)
+    played = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert played["match"]["place"] in (1.0, 2.0) and played["length_mean"] == 26
+    proc = run_module("launch.enjoy", f"run_dir={run}", "enjoy.agents=2", "enjoy.bots=1", check=False, timeout=120)
+    assert proc.returncode == 2 and "takes at most 2 players, asked for 3" in one_error_line(proc)
 
 
 def test_sigkill_of_the_trainer_during_a_duel_leaves_no_player_engine_or_segment(tmp_path):
@@ -235,3 +242,39 @@ def test_make_env_refuses_a_match_between_agents():
     from nodes.errors import ConfigError
     with pytest.raises(ConfigError, match="a match between agents is made with nodes.envs.make_envs"):
         make_env(duel(), seed=0)
+
+
+def test_an_agent_matchs_shaping_never_counts_a_respawn_refill(tmp_path, monkeypatch):
+    """The engine respawns agents inside some step (forced respawn): a step that began dead or saw a
+    death counts no pickups (health, armor and ammo jump back), the other terms as usual. The
+    oracle recomputes every step's training reward from the measurements the step returned."""
+    from nodes.envs.doom import _game
+    monkeypatch.chdir(tmp_path)
+    cfg = duel(match_minutes=0.5)
+    index = {v.name: i for i, v in enumerate(_game(cfg).get_available_game_variables())}
+    match = AgentMatch(cfg, seed=4)
+    rng = np.random.default_rng(3)
+    try:
+        prev = [slot.reset()[1] for slot in match.slots]
+        respawns = refills = 0
+        while True:
+            out = step_all(match, rng)
+            if out[0][2]:
+                break
+            for j, (obs, reward, _, info) in enumerate(out):
+                now, before = obs[1], prev[j]
+
+                def change(k, now=now, before=before):
+                    return float(now[index[k]] - before[index[k]])
+                respawned = before[index["HEALTH"]] <= 0 or change("DEATHCOUNT") > 0
+                expected = reward + sum(w * change(k) for k, w in cfg.shaping.items())
+                if not respawned:
+                    expected += sum(w * max(change(k), 0.0) for k, w in cfg.pickups.items())
+                assert info["train_reward"] == pytest.approx(expected, abs=1e-4)
+                respawns += respawned
+                refills += respawned and change("HEALTH") >= 50
+                prev[j] = now
+    finally:
+        for slot in match.slots:
+            slot.close()
+    assert respawns >= 3 and refills >= 1  # random actions die often: the rule was exercised
