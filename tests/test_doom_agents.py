@@ -14,6 +14,7 @@ import pytest
 from helpers import group_conf, one_error_line, read_until, run_module, start_train, summary
 
 from nodes.envs import check_env_config
+from nodes.envs.doom import _game
 from nodes.envs.doom_agents import AgentMatch
 from nodes.memory import descendants
 
@@ -53,7 +54,7 @@ def shm():
 def test_a_duel_between_agents_steps_in_lock_step_and_ends_for_both(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # each player gets its own directory under the working directory
     before = shm()
-    cfg = duel(match_minutes=0.05)  # 105 tics; a match begins at tic 1: 26 steps of 4
+    cfg = duel(match_minutes=0.05)  # 105 tics; a match begins at tic 2: 26 steps of 4
     match = AgentMatch(cfg, seed=1)
     rng = np.random.default_rng(0)
     try:
@@ -61,8 +62,12 @@ def test_a_duel_between_agents_steps_in_lock_step_and_ends_for_both(tmp_path, mo
         first = [slot.reset() for slot in match.slots]
         assert all(o is not None and o[0].shape == match.spec.obs_shape for o in first)
         assert not np.array_equal(first[0][0], first[1][0])  # two players, two views
+        health = [v.name for v in _game(cfg).get_available_game_variables()].index("HEALTH")
         for _ in range(2):  # two matches: the second starts by itself in every engine
-            steps, prev = 0, 1
+            # every player is in the game from the first observation (the host's first tic reads
+            # HEALTH -999,900: a match begins one tic in)
+            assert [slot.match._first[slot.j][1][health] for slot in match.slots] == [100.0, 100.0]
+            steps, prev = 0, 2
             while True:
                 out = step_all(match, rng)
                 steps += 1
@@ -248,7 +253,6 @@ def test_an_agent_matchs_shaping_never_counts_a_respawn_refill(tmp_path, monkeyp
     """The engine respawns agents inside some step (forced respawn): a step that began dead or saw a
     death counts no pickups (health, armor and ammo jump back), the other terms as usual. The
     oracle recomputes every step's training reward from the measurements the step returned."""
-    from nodes.envs.doom import _game
     monkeypatch.chdir(tmp_path)
     cfg = duel(match_minutes=0.5)
     index = {v.name: i for i, v in enumerate(_game(cfg).get_available_game_variables())}

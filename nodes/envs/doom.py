@@ -228,6 +228,12 @@ class DoomEnv:
         self._total = 0.0
         if not self.match:
             return
+        if self.seat is not None:
+            # a match between agents begins one tic in, every player at once (each does this right
+            # after its new episode, like a lock-step tic): at the first tic the host's player is not
+            # in the game yet and reads HEALTH -999,900 (measured), which would be a measurement and a
+            # pickup of 10^6 health
+            self.game.advance_action(1)
         if self.hosts_bots:
             self.game.send_game_command("removebots")
             for name in doom_match.roster(self.bot_profiles, self.cfg.bot_skill, self.cfg.bots,
