@@ -97,7 +97,7 @@ def shared_buffers_gb(cfg: Config) -> float:
 
     obs_bytes = math.prod(spec.obs_shape) * np.dtype(spec.obs_dtype).itemsize
     s = cfg.sampler
-    return num_slots(s) * (s.rollout + 1) * (obs_bytes + 4 * spec.meas_size + 64) / 2**30
+    return num_slots(s, cfg.population.size) * (s.rollout + 1) * (obs_bytes + 4 * spec.meas_size + 64) / 2**30
 
 
 def resources(cfg: Config) -> dict:

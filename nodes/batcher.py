@@ -67,13 +67,15 @@ class DeviceFeed:
 
 class Batcher(threading.Thread):
     def __init__(self, buffers, channels, per_batch: int, stop: threading.Event, device: torch.device | None = None,
-                 rounds: bool = False, control=None):
+                 rounds: bool = False, control=None, member: int = 0):
         """device: the learner's; on a GPU, batches arrive there through a DeviceFeed. rounds: a
         batch is one round (per_batch = the envs), and its slots go back to the rollout workers
         only on `release` (nodes.node decides when: that is what makes the policy lag 0 or 1),
         by counting the round in control.rounds_released: each env owns its slots; `preempt`
-        ends the current round early through control.cut_round."""
-        super().__init__(name="batcher", daemon=True)
+        ends the current round early through control.cut_round. member: the population member
+        whose trajectories (channels.trajectories[member]) it batches: one batcher per member."""
+        super().__init__(name=f"batcher{member}" if member else "batcher", daemon=True)
+        self.queue = channels.trajectories[member]
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
         self.rounds, self.control = rounds, control
         assert not rounds or control is not None, "rounds need the shared control block"
@@ -83,8 +85,10 @@ class Batcher(threading.Thread):
         self.pending: list[int] = []  # finished slots not yet in a batch
         self.ready: SlotBatch | None = None  # a full batch copied out ahead of time
         self.error: BaseException | None = None
-        # this thread's phase split (nodes.profile)
-        self.clock = Clock(control.profile.numpy()[BATCHER_ROW] if control is not None else None)
+        # a population: set when this member's batch is ready (one event for every member's batcher)
+        self.notify: threading.Event | None = None
+        # this thread's phase split (nodes.profile; a population's first member's batcher)
+        self.clock = Clock(control.profile.numpy()[BATCHER_ROW] if control is not None and not member else None)
 
     def _next_slots(self) -> list[int] | None:
         """The slots of the next full batch, taken out of `pending`; None while it is not full."""
@@ -108,8 +112,9 @@ class Batcher(threading.Thread):
         of the learner, one more version of policy lag when the learner is the bottleneck."""
         batch = self.feed.gather(self.buffers, slots) if self.feed else SlotBatch.copy_slots(self.buffers, slots)
         batch.slots = slots
+        batch.lengths = self.buffers.slot_len[slots].clone()  # async: a member's episode may end a slot early
         if self.rounds:  # a preempted round: every rollout as long as the shortest
-            batch.truncate(int(self.buffers.slot_len[slots].min()))
+            batch.truncate(int(batch.lengths.min()))
         return batch
 
     def _hand_over(self, batch: SlotBatch | None) -> SlotBatch | None:
@@ -135,7 +140,7 @@ class Batcher(threading.Thread):
             while not self.stop_event.is_set():
                 self.clock(WAIT)
                 try:
-                    got = self.ch.trajectories.get_many(timeout=0.05)
+                    got = self.queue.get_many(timeout=0.05)
                 except queue.Empty:
                     got = []
                 with self.cond:
@@ -144,6 +149,8 @@ class Batcher(threading.Thread):
                         self.clock(COPY)
                         self.ready = self._cut(slots)
                         self.cond.notify_all()
+                        if self.notify is not None:
+                            self.notify.set()
         except BaseException as exc:  # noqa: BLE001 - surfaced by the main loop
             self.error = exc
 
@@ -158,6 +165,11 @@ class Batcher(threading.Thread):
                 self.cond.wait(timeout)
             batch, self.ready = self.ready, None
         return self._hand_over(batch)
+
+    def held(self) -> int:
+        """Finished slots this batcher holds (batched or pending)."""
+        with self.cond:
+            return len(self.pending) + (len(self.ready.slots) if self.ready is not None else 0)
 
     def take_partial(self, min_slots: int) -> SlotBatch | None:
         """A full batch if there is one, else every pending slot if there are at least min_slots."""
@@ -199,3 +211,32 @@ def wait_for_batch(batcher: Batcher, peers, version: int, straggler: bool, min_s
             if batch is not None:
                 return batch, len(batch.rewards) < batcher.per_batch
         idle()
+
+
+def wait_for_members(batchers: list[Batcher], peers, iteration: int, straggler: bool, min_slots: int,
+                     idle: Callable[[], None], ready: threading.Event) -> tuple[list[SlotBatch | None], bool]:
+    """A population's batches for one iteration (one batcher per member, `ready` the event each
+    sets when its batch is ready), and whether any was cut short.
+
+    Every member learns in every iteration, on a full batch each once all have one (then this
+    rank tells its peers it is ready for `iteration`). Members whose envs play unequal shares
+    (self-play draws) would make the others' trajectories pile up until no slot is free: once the
+    batchers hold as many slots as the members' batches together (the free slots are gone), or
+    with straggler handling once enough peers are ready, every member takes what it has: a full
+    batch, or at least `min_slots` trajectories, or nothing (None: it keeps them, and its learner
+    joins the member's all-reduce with no samples).
+    """
+    poll_s = 0.002 if peers.world_size > 1 else 0.05
+    needed = sum(b.per_batch for b in batchers)
+    while True:
+        ready.clear()  # before looking: a batch made after this sets it again
+        full = all(b.ready is not None for b in batchers)
+        if full:
+            peers.mark_ready(iteration)
+        if full or sum(b.held() for b in batchers) >= needed or (straggler and peers.others_ready(iteration)):
+            batches = [b.take_partial(min_slots) for b in batchers]
+            if any(batch is not None for batch in batches):
+                short = any(x is None or len(x.rewards) < b.per_batch for x, b in zip(batches, batchers))
+                return batches, short
+        idle()
+        ready.wait(poll_s)

@@ -36,7 +36,10 @@ class TrajectoryBuffers:
     h0: torch.Tensor  # [S, H] recurrent state before step 0 (H = model.state_size)
     slot_env: torch.Tensor  # [S] int64: the env (index in the rank) filling the slot
     slot_round: torch.Tensor  # [S] int64: that env's rollouts before this one, this launch (rounds: nodes.batcher)
-    slot_len: torch.Tensor  # [S] int64: steps in the finished slot: T, or fewer when sync mode preempted it
+    # [S] int64: steps in the finished slot: T, or fewer when sync mode preempted it or (a population)
+    # the env's member changed at an episode's end (the steps after it are not trained on)
+    slot_len: torch.Tensor
+    slot_policy: torch.Tensor  # [S] int64: the population member whose trajectory the slot holds (0: one policy)
     # [S, T, A] U(0,1) draws that decide the actions (A = sum of the action heads' sizes) in
     # sampler.mode=deterministic, written by the env's rollout worker from the env's own stream; A = 0 otherwise
     uniforms: torch.Tensor
@@ -44,6 +47,7 @@ class TrajectoryBuffers:
     env_slot: torch.Tensor  # [E] int64: slot the env is writing
     env_t: torch.Tensor  # [E] int64: step inside that slot
     env_h: torch.Tensor  # [E, H]: current hidden state (policy worker writes, rollout worker zeroes)
+    env_policy: torch.Tensor  # [E] int64: the member playing the env (rollout worker writes, policy workers route)
 
     @property
     def num_slots(self) -> int:
@@ -54,8 +58,8 @@ class TrajectoryBuffers:
         return self.rewards.shape[1]
 
 
-def allocate(spec, sampler_cfg, state_size: int) -> TrajectoryBuffers:
-    s, t = num_slots(sampler_cfg), sampler_cfg.rollout
+def allocate(spec, sampler_cfg, state_size: int, members: int = 1) -> TrajectoryBuffers:
+    s, t = num_slots(sampler_cfg, members), sampler_cfg.rollout
     e = sampler_cfg.num_workers * sampler_cfg.envs_per_worker
 
     def shared(*shape, dtype=torch.float32):
@@ -74,10 +78,12 @@ def allocate(spec, sampler_cfg, state_size: int) -> TrajectoryBuffers:
         slot_env=shared(s, dtype=torch.int64),
         slot_round=shared(s, dtype=torch.int64),
         slot_len=shared(s, dtype=torch.int64),
+        slot_policy=shared(s, dtype=torch.int64),
         uniforms=shared(s, t, sum(spec.action_heads) if sampler_cfg.mode == "deterministic" else 0),
         env_slot=shared(e, dtype=torch.int64),
         env_t=shared(e, dtype=torch.int64),
         env_h=shared(e, state_size),
+        env_policy=shared(e, dtype=torch.int64),
     )
 
 
@@ -103,6 +109,23 @@ class SlotBatch:
         self.num_samples = self.rewards.numel()
         self.ready = None  # a CUDA event when the batch is still being copied to the device (DeviceFeed)
         self.slots: list[int] = []  # the trajectory slots it was copied from (Batcher)
+        # [B] int64 on the host: steps to train on in each trajectory (None: all); fewer where a
+        # population member's episode ended and the env changed member (the rest is another's)
+        self.lengths: torch.Tensor | None = None
+
+    def valid_mask(self) -> torch.Tensor | None:
+        """[B, T] bool on the batch's device, or None when every step counts (read on the host, like
+        `versions`: no device sync)."""
+        T = self.rewards.shape[1]
+        if self.lengths is None or int(self.lengths.min()) >= T:
+            return None
+        mask = torch.arange(T)[None, :] < self.lengths[:, None]
+        return mask.to(self.rewards.device, non_blocking=True)
+
+    @property
+    def valid_samples(self) -> int:
+        T = self.rewards.shape[1]
+        return self.num_samples if self.lengths is None else int(self.lengths.clamp(max=T).sum())
 
     @classmethod
     def copy_slots(cls, buffers: TrajectoryBuffers, slots: list[int]) -> SlotBatch:
@@ -154,12 +177,18 @@ class Control:
     # [rows, MAX_PHASES] float64: seconds per phase of every process (nodes.profile, one writer per row)
     profile: torch.Tensor
     start_version: int = 0
+    # [P, K] float32: each population member's reward-shaping weights (env.shaping, then env.pickups;
+    # K = 0 without a population or shaping): PBT mutates them, the rollout workers weigh the env's
+    # reported changes by the playing member's row
+    shaping: torch.Tensor | None = None
 
     @classmethod
-    def create(cls, num_workers: int, start_version: int = 0, num_policy_workers: int = 1) -> Control:
+    def create(cls, num_workers: int, start_version: int = 0, num_policy_workers: int = 1,
+               shaping: torch.Tensor | None = None) -> Control:
         rows = len(table_rows(num_policy_workers, num_workers))
         return cls(torch.zeros(1, dtype=torch.int64).share_memory_(),
                    torch.zeros(num_workers, dtype=torch.int64).share_memory_(),
                    torch.zeros(1, dtype=torch.int64).share_memory_(),
                    torch.full((1,), -1, dtype=torch.int64).share_memory_(),
-                   torch.zeros(rows, MAX_PHASES, dtype=torch.float64).share_memory_(), start_version)
+                   torch.zeros(rows, MAX_PHASES, dtype=torch.float64).share_memory_(), start_version,
+                   (shaping if shaping is not None else torch.zeros(1, 0)).float().share_memory_())

@@ -19,6 +19,9 @@ from typing import Any
 from nodes.errors import need
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
+ASSIGNMENTS = ("fixed", "episode")
+PBT_OBJECTIVES = ("reward", "win")
+PBT_MUTABLE = ("lr", "entropy_coeff", "shaping")
 EXPLORATION_LOSSES = ("entropy", "symmetric_kl")
 
 
@@ -179,6 +182,40 @@ class SyncConfig:
 
 
 @dataclass
+class PopulationConfig:
+    """Several policies in one run (nodes/population.py): each member has its own learner,
+    optimizer, hyper-parameters and, with several nodes, its own gradient all-reduce group; they
+    share the node's rollout and policy workers (requests are routed to the env's member)."""
+
+    size: int = 1
+    # single-agent envs: fixed (env e always plays member e % size) | episode (each episode draws a
+    # member uniformly). The seats of a match between agents always draw at each match (self-play)
+    assign: str = "fixed"
+
+
+@dataclass
+class PbtConfig:
+    """Population-based training (nodes/pbt.py), on when population.size > 1 and period_frames > 0.
+    The defaults are Sample Factory's recipe: every period_frames env frames per member, the
+    members in the bottom replace_frac (by objective) copy the weights and hyper-parameters of a
+    random member of the top replace_frac, if it is better by replace_gap (relative to its own
+    objective's magnitude) and by replace_gap_abs, then each of their hyper-parameters is
+    multiplied or divided by `perturb` with probability mutation_rate (at least one is)."""
+
+    period_frames: int = 5_000_000  # env frames per member (the run's frames / population.size); 0: no PBT
+    start_frames: int = 0  # no PBT step before this many frames per member
+    objective: str = "reward"  # reward: mean recent episode reward | win: recent match win rate (VizDoom matches)
+    replace_frac: float = 0.3
+    replace_gap: float = 0.1
+    replace_gap_abs: float = 1e-6
+    mutation_rate: float = 0.15
+    perturb: float = 1.2
+    # what mutates: the learning rate, the exploration loss's coefficient and every env.shaping /
+    # env.pickups weight (the env reports each term's change; the worker weighs it by the member's)
+    mutate: list[str] = field(default_factory=lambda: ["lr", "entropy_coeff", "shaping"])
+
+
+@dataclass
 class BenchConfig:
     seconds: float = 30.0  # measured seconds per phase (after warmup_s)
     warmup_s: float = 10.0
@@ -243,6 +280,8 @@ class Config:
     sync: SyncConfig = field(default_factory=SyncConfig)
     bench: BenchConfig = field(default_factory=BenchConfig)
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
+    population: PopulationConfig = field(default_factory=PopulationConfig)
+    pbt: PbtConfig = field(default_factory=PbtConfig)
     seed: int = 0  # env, sampling and initialisation seeds all derive from it (nodes.seeds)
     nodes: int = 1  # >1: one full Sample Factory node per process or machine (sync/)
     run_dir: str | None = None  # filled in by the launcher (Hydra's output dir)
@@ -272,9 +311,10 @@ def validate(cfg: Any) -> None:
     need(s.batch_size >= s.rollout and s.batch_size % s.rollout == 0,
          f"sampler.batch_size ({s.batch_size}) must be a positive multiple of sampler.rollout ({s.rollout})")
     envs, per_batch = (0 if auto_workers else s.num_workers) * s.envs_per_worker, s.batch_size // max(s.rollout, 1)
-    need(s.num_slots == 0 or s.num_slots >= envs + per_batch,
+    members = cfg.population.size
+    need(s.num_slots == 0 or s.num_slots >= envs + members * per_batch,
          f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout "
-         f"({per_batch}), else sampling deadlocks")
+         f"({per_batch}){f' x population.size ({members})' if members > 1 else ''}, else sampling deadlocks")
     need(s.mode != "deterministic" or cfg.nodes == 1 or not y.straggler,
          "sampler.mode=deterministic with several nodes needs sync.straggler=false (cutting a straggler's "
          "rollout short depends on timing, so it is not reproducible)")
@@ -328,8 +368,40 @@ def validate(cfg: Any) -> None:
     need(y.stats_every >= 1, f"sync.stats_every must be >= 1, got {y.stats_every}")
     need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
     need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
+    _validate_population(cfg)
     # Whether CUDA is there is checked where each rank starts (nodes.placement), not here: this
     # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
+
+
+def _validate_population(cfg: Any) -> None:
+    p, b, s, e = cfg.population, cfg.pbt, cfg.sampler, cfg.env
+    need(p.size >= 1, f"population.size must be >= 1, got {p.size}")
+    need(p.assign in ASSIGNMENTS, f"population.assign must be one of {', '.join(ASSIGNMENTS)}, got '{p.assign}'")
+    need(b.objective in PBT_OBJECTIVES,
+         f"pbt.objective must be one of {', '.join(PBT_OBJECTIVES)}, got '{b.objective}'")
+    if p.size == 1:
+        return
+    need(s.mode == "async", f"population.size={p.size} needs sampler.mode=async (rounds of every env serve one "
+         f"policy), got '{s.mode}'")
+    if s.num_workers != "auto":  # auto is resolved where the rank starts (nodes.placement checks it there)
+        need_envs_for(p.size, s.num_workers * s.envs_per_worker, e.agents)
+    need(b.period_frames >= 0, f"pbt.period_frames must be >= 0 (0: no PBT), got {b.period_frames}")
+    need(b.start_frames >= 0, f"pbt.start_frames must be >= 0, got {b.start_frames}")
+    need(b.objective != "win" or e.bots > 0 or e.agents > 1,
+         f"pbt.objective=win ranks members by their match win rate: env={e.name} plays no VizDoom match")
+    need(0 < b.replace_frac <= 0.5, f"pbt.replace_frac must be in (0, 0.5], got {b.replace_frac}")
+    need(b.replace_gap >= 0 and b.replace_gap_abs >= 0, "pbt.replace_gap and pbt.replace_gap_abs must be >= 0")
+    need(0 <= b.mutation_rate <= 1, f"pbt.mutation_rate must be in [0, 1], got {b.mutation_rate}")
+    need(b.perturb > 1, f"pbt.perturb must be > 1 (a factor up or down), got {b.perturb}")
+    bad = [m for m in b.mutate if m not in PBT_MUTABLE]
+    need(not bad, f"pbt.mutate: each must be one of {', '.join(PBT_MUTABLE)}, got {bad}")
+
+
+def need_envs_for(size: int, envs: int, agents: int) -> None:
+    """Every member needs an env (a seat, in matches between agents) to play: refused otherwise."""
+    what = "seats of a rank's matches" if agents > 1 else "envs of a rank"
+    need(size <= envs, f"population.size={size} is more than the {envs} {what} can serve: raise "
+         "sampler.num_workers x sampler.envs_per_worker")
 
 
 def in_rounds(s: Any) -> bool:
@@ -344,7 +416,7 @@ def slots_per_batch(s: Any) -> int:
     return s.num_workers * s.envs_per_worker if in_rounds(s) else s.batch_size // s.rollout
 
 
-def num_slots(s: Any) -> int:
+def num_slots(s: Any, members: int = 1) -> int:
     """Trajectory buffers: async, one per env (filling) plus one learner batch, the fewest that
     cannot deadlock (an env that waits for a free slot holds its worker's other envs' slots); in
     sync mode one per env (an env waits for the learner's update before it collects again); in
@@ -353,7 +425,8 @@ def num_slots(s: Any) -> int:
     When the learner is the bottleneck, every extra slot only adds policy lag: a batch's slots
     return when the learner takes it (nodes.batcher), so with the default the envs collect the
     next batch during the step, half of it ahead of time (lag 1.5 on doom_basic, 2 x 8 envs;
-    2.0 with one more per env, 3.0 when slots returned at the batcher's copy).
+    2.0 with one more per env, 3.0 when slots returned at the batcher's copy). A population of
+    `members` (async only) gets one batch per member (nodes.batcher.wait_for_members).
     """
     if s.mode == "sync":
         return s.num_workers * s.envs_per_worker
@@ -361,4 +434,4 @@ def num_slots(s: Any) -> int:
         return 2 * s.num_workers * s.envs_per_worker
     if s.num_slots:
         return s.num_slots
-    return s.num_workers * s.envs_per_worker + slots_per_batch(s)
+    return s.num_workers * s.envs_per_worker + members * slots_per_batch(s)

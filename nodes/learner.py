@@ -38,8 +38,9 @@ def make_optimizer(model: nn.Module, c) -> torch.optim.Optimizer:
 
 
 class Learner:
-    def __init__(self, model: nn.Module, algo_cfg, peers=None, precision: str = "fp32"):
-        self.model, self.cfg, self.precision = model, algo_cfg, precision
+    def __init__(self, model: nn.Module, algo_cfg, peers=None, precision: str = "fp32", member: int = 0):
+        """member: the population member this learner trains (its all-reduce group)."""
+        self.model, self.cfg, self.precision, self.member = model, algo_cfg, precision, member
         self.peers = peers or Solo()
         self.optimizer = make_optimizer(model, algo_cfg)
         self.version = 0  # number of optimizer steps taken
@@ -52,6 +53,7 @@ class Learner:
 
     def loss(self, batch) -> dict[str, torch.Tensor]:
         c = self.cfg
+        mask = batch.valid_mask()  # None: every step counts (all but a population's cut trajectories)
         with autocast(self.device, self.precision):
             logits, values = self.model.unroll(batch.obs, batch.meas, batch.h0, batch.dones)
         self.clock(LOSS)
@@ -69,20 +71,27 @@ class Learner:
             behaviour_values = torch.cat([to_reward(batch.values), reward_values[:, -1:]], 1)
             targets, adv = losses.gae(batch.rewards, behaviour_values, batch.dones, c.gamma, c.gae_lambda)
         if c.normalize_advantages:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        policy_loss = losses.ppo_surrogate(ratio, adv, c.clip_ratio) if c.ppo_clip else -(logp * adv).mean()
-        self._targets = targets
+            if mask is None:
+                adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            else:
+                valid = adv[mask]
+                adv = (adv - valid.mean()) / (valid.std() + 1e-8)
+        if c.ppo_clip:
+            policy_loss = losses.ppo_surrogate(ratio, adv, c.clip_ratio, mask)
+        else:
+            policy_loss = -losses.mean(logp * adv, mask)
+        self._targets = targets if mask is None else targets[mask]
         if self.returns is not None:  # the critic learns the targets in its own units
             targets = self.returns.normalize(targets)
-        value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip)
-        entropy = entropy.mean()
+        value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip, mask)
+        entropy = losses.mean(entropy, mask)
         if c.exploration_loss == "symmetric_kl":
-            exploration = losses.symmetric_kl_to_uniform(self.model.heads.split(logits[:, :-1])).mean()
+            exploration = losses.mean(losses.symmetric_kl_to_uniform(self.model.heads.split(logits[:, :-1])), mask)
         else:
             exploration = -entropy  # the entropy bonus
         total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
-                    ratio_dev=(ratio - 1).abs().mean())
+                    ratio_dev=losses.mean((ratio - 1).abs(), mask))
 
     def device_step(self, batch, stop: bool = False) -> tuple[torch.Tensor, int, bool, SyncTimer]:
         """The step without any host sync of its own: (the logged scalars as one device tensor, in
@@ -90,10 +99,13 @@ class Learner:
         in the gradient all-reduce); the all-reduce's timer, read after the sync)."""
         self.clock(FORWARD)
         batch = batch.to(self.device)
-        parts = self.loss(batch)
-        self.clock(BACKWARD)
-        self.optimizer.zero_grad(set_to_none=False)
-        parts["loss"].backward()
+        if batch.num_samples:
+            parts = self.loss(batch)
+            self.clock(BACKWARD)
+            self.optimizer.zero_grad(set_to_none=False)
+            parts["loss"].backward()
+        else:  # a population member with no trajectories on this rank: it joins its all-reduce with none
+            parts = self._nothing()
         self.clock(OBS_NORM)
         # The batch's moments for the running norms (observations, measurements, returns) ride in the
         # gradient all-reduce: at scale a collective of their own costs the ring's whole latency.
@@ -103,9 +115,12 @@ class Learner:
         moments = batch_moments(updates)
         self.clock(ALLREDUCE)
         timer = SyncTimer(self.device)
-        global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.num_samples, stop, moments)
+        global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.valid_samples, stop, moments,
+                                                                 member=self.member)
         timer.stop()
         self.clock(OPTIMIZER)
+        if not global_samples:  # no rank had any: no step (the same answer on every rank)
+            return torch.zeros(len(LOGGED), device=self.device), 0, stop_voted, timer
         if self.cfg.max_grad_norm > 0:
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
         else:
@@ -119,16 +134,45 @@ class Learner:
         scalars = torch.stack([parts[k].detach().float() for k in LOGGED[:-1]] + [grad_norm.detach().float()])
         return scalars, global_samples, stop_voted, timer
 
+    def _nothing(self) -> dict[str, torch.Tensor]:
+        """An empty batch's loss parts (zeros), its gradients zero and present (the all-reduce sends
+        every parameter's), and no value targets."""
+        for p in self.model.parameters():
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            else:
+                p.grad.zero_()
+        self._targets = torch.zeros(0, device=self.device)
+        zero = torch.zeros((), device=self.device)
+        return dict(loss=zero, policy_loss=zero, value_loss=zero, entropy=zero, ratio_dev=zero)
+
     def train_step(self, batch, stop: bool = False) -> dict[str, float]:
-        """One step; `stop`: this rank's vote to stop after it (stats["stop_voted"]: any rank's)."""
+        """One step; `stop`: this rank's vote to stop after it (stats["stop_voted"]: any rank's).
+        An empty batch (a population member without trajectories here) only joins the all-reduce;
+        with none on any rank there is no step (stats["global_samples"] 0, the version unchanged)."""
         t0 = time.perf_counter()
         lag = (self.version - batch.versions).float()  # the CPU copy: no device work
+        if batch.lengths is not None and int(batch.lengths.min()) < lag.shape[1]:  # the steps trained on
+            lag = lag[torch.arange(lag.shape[1])[None, :] < batch.lengths[:, None]]
+        if not lag.numel():
+            lag = torch.zeros(1)
         scalars, global_samples, stop_voted, timer = self.device_step(batch, stop)
         stats = dict(zip(LOGGED, scalars.tolist()))  # the one host sync of the iteration
         stats.update(policy_lag_mean=float(lag.mean()), policy_lag_max=float(lag.max()),
                      global_samples=global_samples, stop_voted=float(stop_voted), sync_s=timer.seconds(),
                      step_s=time.perf_counter() - t0)
         return stats
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def set_hyper(self, lr: float, entropy_coeff: float) -> None:
+        """A population member's hyper-parameters (PBT): the optimizer's learning rate and the
+        exploration loss's coefficient (self.cfg is this learner's own copy)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.cfg.entropy_coeff = entropy_coeff
 
     def state_dict(self) -> dict:
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),

@@ -47,14 +47,22 @@ def gae(rewards, values, dones, gamma: float, lam: float):
     return adv + values[:, :-1], adv
 
 
-def ppo_surrogate(ratio, adv, clip_ratio: float):
-    """Negative PPO clipped objective (a loss), averaged."""
+def mean(x, mask=None):
+    """The mean of x, over the steps `mask` [B, T] keeps (None: all of them)."""
+    if mask is None:
+        return x.mean()
+    m = mask.to(x.dtype)
+    return (x * m).sum() / m.sum().clamp(min=1.0)
+
+
+def ppo_surrogate(ratio, adv, clip_ratio: float, mask=None):
+    """Negative PPO clipped objective (a loss), averaged (over `mask`'s steps)."""
     unclipped = ratio * adv
     clipped = torch.clamp(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio) * adv
-    return -torch.min(unclipped, clipped).mean()
+    return -mean(torch.min(unclipped, clipped), mask)
 
 
-def value_loss(values, targets, old_values, clip: float):
+def value_loss(values, targets, old_values, clip: float, mask=None):
     """0.5 x mean squared error of the values; with clip > 0, PPO's clipped value loss: the larger
     of the plain error and the error of the value kept within `clip` of the behaviour value, so a
     step cannot move a value far from where the data was collected (Sample Factory's VizDoom
@@ -63,7 +71,7 @@ def value_loss(values, targets, old_values, clip: float):
     if clip > 0:
         clipped = old_values + torch.clamp(values - old_values, -clip, clip)
         loss = torch.max(loss, (targets - clipped).pow(2))
-    return 0.5 * loss.mean()
+    return 0.5 * mean(loss, mask)
 
 
 def symmetric_kl_to_uniform(split_logp, min_logp: float = -20.0):

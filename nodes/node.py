@@ -31,22 +31,22 @@ from dataclasses import dataclass
 import torch
 
 from nodes import checkpoint as ckpt
-from nodes import profile, seeds
-from nodes.batcher import Batcher, wait_for_batch
+from nodes import profile
+from nodes.batcher import Batcher, wait_for_batch, wait_for_members
 from nodes.buffers import SlotBatch
-from nodes.config import in_rounds, slots_per_batch
+from nodes.config import in_rounds, need_envs_for, slots_per_batch
 from nodes.envs import env_spec
-from nodes.errors import CheckpointError, Stopped, one_line
-from nodes.learner import Learner
+from nodes.errors import Stopped, one_line
+from nodes.members import Members
 from nodes.memory import MemoryWatch, Sample
-from nodes.models import ActorCritic, deterministic_kernels, param_checksum
+from nodes.models import deterministic_kernels, param_checksum
 from nodes.peers import Peers, Solo
 from nodes.placement import Placement, apply, here, use_device
 from nodes.processes import WorkerPool
 from nodes.profile import LEARNER, LEARNER_ROW, Clock
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 from nodes.signals import StopSignals
-from nodes.stats import RankRow, RankStats, RunStats, TensorBoard, merged_match, merged_reward
+from nodes.stats import RANK_ROW_WIDTH, RankRow, RankStats, RunStats, TensorBoard, merged_match, merged_reward
 
 log = logging.getLogger("nodes")
 
@@ -72,17 +72,27 @@ class Node:
         use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals)
         self.spec = env_spec(cfg.env)
-        torch.manual_seed(seeds.derive(cfg.seed, seeds.MODEL_INIT))
+        if cfg.population.size > 1:  # sampler.num_workers=auto is known only now
+            need_envs_for(cfg.population.size, cfg.sampler.num_workers * cfg.sampler.envs_per_worker, cfg.env.agents)
         torch.set_num_threads(cfg.train.learner_threads)
-        # The learner runs on train.device, the policy workers on sampler.policy_device; they get
+        # The learners run on train.device, the policy workers on sampler.policy_device; they get
         # the weights through SharedWeights (on the policy workers' device: CUDA IPC on a GPU).
-        self.model = ActorCritic(self.spec, cfg.model).to(torch.device(cfg.train.device))
-        self.learner = Learner(self.model, cfg.algo, self.peers, cfg.train.precision)
+        # One learner, or one per population member (nodes.members).
+        self.members = Members(cfg, self.spec, self.peers, torch.device(cfg.train.device))
+        self.learner = self.members.learners[0]
+        self.model = self.learner.model
+        self.population = self.members.size > 1
         self.stats = RunStats()
         self.ranks = RankStats()
         self.resumed_from: str | None = None
         self.pool: WorkerPool | None = None
-        self.batcher: Batcher | None = None
+        self.batcher: Batcher | None = None  # member 0's (the only one without a population)
+        self.batchers: list[Batcher] = []  # one per member
+        self.batch_ready = threading.Event()  # a population: some member's batch is ready
+        self.iterations = 0  # learner iterations in this launch (a population's count: every member learns in each)
+        self.member_trains: list[dict] = []  # a population: each member's figures of the last iteration
+        self.new_events: list[dict] = []  # a population: the PBT replacements of the last gather
+        self._empty: SlotBatch | None = None
         self.batch_stop = threading.Event()
         self.held: SlotBatch | None = None  # deterministic mode: the batch whose slots the envs get next
         self.partial_batches = 0  # batches this rank cut short (straggler handling)
@@ -100,10 +110,7 @@ class Node:
         if path is None:
             return
         state = ckpt.load(path)
-        try:
-            self.learner.load_state_dict(state)
-        except (RuntimeError, KeyError, ValueError) as exc:
-            raise CheckpointError(f"checkpoint {path} does not fit this model/config: {one_line(exc)}") from None
+        self.members.load_state_dict(state, path)
         # frames are global (every rank counts all of them); episodes and recent rewards were
         # merged over ranks when saved, so only rank 0 takes them back
         mine = self.rank == 0
@@ -117,7 +124,7 @@ class Node:
     def save_checkpoint(self) -> None:
         if not self.is_writer:
             return
-        state = self.learner.state_dict()
+        state = self.members.state_dict() if self.population else self.learner.state_dict()
         rows = self.ranks.rows
         episodes = int(sum(row.episodes for row in rows)) if rows else self.stats.episodes
         state.update(env_frames=self.stats.env_frames, episodes=episodes, recent_rewards=list(self.stats.rewards),
@@ -128,16 +135,27 @@ class Node:
     # ----------------------------------------------------------------- processes
     def _start(self, phase: str) -> None:
         s = self.cfg.sampler
-        self.pool = WorkerPool(self.cfg, self.rank, self.spec, self.model, self.signals, self.stats.add_episode,
-                               self.placement.worker_cores, start_version=self.learner.version)
-        self.pool.weights.publish(self.model, self.learner.version)
-        self.learner.clock = Clock(self.pool.control.profile.numpy()[LEARNER_ROW])
+        self.pool = WorkerPool(self.cfg, self.rank, self.spec, self.members.models, self.signals, self._on_episode,
+                               self.placement.worker_cores, start_version=self.learner.version,
+                               shaping=self.members.shaping_table())
+        clock = Clock(self.pool.control.profile.numpy()[LEARNER_ROW])
+        for p, learner in enumerate(self.members.learners):
+            self.pool.weights[p].publish(learner.model, learner.version)
+            learner.clock = clock
         self.pool.start(phase)
         if phase != "simulate":
-            self.batcher = Batcher(self.pool.buffers, self.pool.channels, slots_per_batch(s), self.batch_stop,
-                                   self.learner.device, rounds=in_rounds(s),
-                                   control=self.pool.control)
-            self.batcher.start()
+            for p in range(self.members.size):
+                self.batchers.append(Batcher(self.pool.buffers, self.pool.channels, slots_per_batch(s), self.batch_stop,
+                                             self.learner.device, rounds=in_rounds(s), control=self.pool.control,
+                                             member=p))
+                self.batchers[-1].notify = self.batch_ready if self.population else None
+                self.batchers[-1].start()
+            self.batcher = self.batchers[0]
+
+    def _on_episode(self, reward: float, length: int, match: dict | None = None, member: int = 0,
+                    opponents=()) -> None:
+        self.stats.add_episode(reward, length, match)
+        self.members.on_episode(reward, length, match, member, opponents)
 
     def _idle(self) -> None:
         """Between polls for a batch: the workers' reports, their liveness, a stop signal. Never
@@ -153,8 +171,8 @@ class Node:
         self.batch_stop.set()
         if self.pool is not None:
             self.pool.stop()
-        if self.batcher is not None:
-            self.batcher.join(5)
+        for batcher in self.batchers:
+            batcher.join(5)
 
     # ----------------------------------------------------------------- training
     def _frames_done(self) -> bool:
@@ -172,33 +190,89 @@ class Node:
 
     def _iteration(self, min_slots: int) -> tuple[dict, bool, bool]:
         """One learner iteration, identical in its collective calls on every rank: (its figures,
-        whether it was the last, whether the stats rows were gathered after it)."""
+        whether it was the last, whether the stats rows were gathered after it). With a
+        population every member learns in it, each in its own all-reduce, in member order."""
         cfg = self.cfg
         self.learner.clock(WAIT)
-        batch, partial = wait_for_batch(self.batcher, self.peers, self.learner.version, cfg.sync.straggler,
-                                           min_slots, self._idle)
+        if self.population:
+            batches, partial = wait_for_members(self.batchers, self.peers, self.iterations, cfg.sync.straggler,
+                                                min_slots, self._idle, self.batch_ready)
+            # the vote rides in the gradient all-reduces: every rank learns every rank's vote from them
+            train = self._learn_members(batches, self._stop_vote())
+            local = sum(b.valid_samples for b in batches if b is not None)
+            tick = self.iterations
+        else:
+            batch, partial = wait_for_batch(self.batcher, self.peers, self.learner.version, cfg.sync.straggler,
+                                            min_slots, self._idle)
+            train = self._learn(batch, self._stop_vote())
+            local, tick = batch.num_samples, self.learner.version
+        self.iterations += 1
         self.partial_batches += partial
-        # the vote rides in the gradient all-reduce: every rank learns every rank's vote from it
-        train = self._learn(batch, self._stop_vote())
         self.pool.poll(timeout=0.0)
         self.stats.add_frames(train["global_samples"] * cfg.env.frameskip)
         self.sync_s_total += train["sync_s"]
-        self.samples_total += batch.num_samples
-        train.update(version=self.learner.version, local_samples=batch.num_samples)
+        self.samples_total += local
+        train.update(version=sum(m.version for m in self.members.learners), local_samples=local)
         self.stats.last_train = train
         last = bool(train["stop_voted"]) or self._frames_done()
         self.since_gather += 1
         # one node's "gather" is its own row, free: every iteration, so its curves keep every point
-        gathered = last or self.world == 1 or self.learner.version % cfg.sync.stats_every == 0  # equal on every rank
+        gathered = last or self.world == 1 or tick % cfg.sync.stats_every == 0  # equal on every rank
         if gathered:
-            mine = self.stats.row(samples=float(self.samples_total), sync_s=self.sync_s_total,
-                                  partial=float(self.partial_batches), engine_restarts=float(self.pool.restarts))
-            self.ranks.add([RankRow.from_floats(r) for r in self.peers.gather_stats(mine.to_floats())],
-                           self.since_gather)
-            self.since_gather = 0
-        if self.world > 1 and self.learner.version % cfg.sync.check_every == 0:
-            self.peers.check_agreement(self.model, self.learner.version)
+            self._gather()
+        if self.world > 1 and tick % cfg.sync.check_every == 0:
+            for learner in self.members.learners:
+                self.peers.check_agreement(learner.model, learner.version)
         return train, last, gathered
+
+    def _gather(self) -> None:
+        """Every rank's stats row (and its members' rows) to every rank; then, with a population,
+        a PBT step if one is due (the same decision on every rank: nodes.pbt)."""
+        mine = self.stats.row(samples=float(self.samples_total), sync_s=self.sync_s_total,
+                              partial=float(self.partial_batches), engine_restarts=float(self.pool.restarts))
+        values = mine.to_floats() + (self.members.rows() if self.population else [])
+        rows = self.peers.gather_stats(values)
+        self.ranks.add([RankRow.from_floats(r[:RANK_ROW_WIDTH]) for r in rows], self.since_gather)
+        self.since_gather = 0
+        if not self.population:
+            return
+        self.members.merge([r[RANK_ROW_WIDTH:] for r in rows])
+        events = self.members.pbt_step(self.stats.env_frames,
+                                       self.pool.control.shaping if self.members.weighs_terms else None)
+        for e in events:
+            p = e["member"]
+            self.pool.weights[p].publish(self.members.learners[p].model, self.members.learners[p].version)
+        self.new_events = events
+
+    def _learn_members(self, batches: list[SlotBatch | None], stop: bool) -> dict:
+        """Every member's update on its batch (an empty one joins its all-reduce with no samples),
+        each published when it stepped; the iteration's figures (samples summed, losses averaged
+        over the members that stepped, weighted by their samples), each member's in member_trains."""
+        trains = []
+        for p, (learner, batch) in enumerate(zip(self.members.learners, batches)):
+            if batch is None:
+                batch = self._empty_batch()
+            train = learner.train_step(batch, stop)
+            self.learner.clock(PUBLISH)
+            if train["global_samples"]:
+                self.pool.weights[p].publish(learner.model, learner.version)
+            self.batchers[p].release(batch if batch.num_samples else None)
+            self.learner.clock(STATS)
+            trains.append(train)
+        self.member_trains = trains
+        total = sum(t["global_samples"] for t in trains)
+        out = {k: sum(t[k] * t["global_samples"] for t in trains) / max(total, 1)
+               for k in trains[0] if k not in ("global_samples", "stop_voted", "sync_s", "step_s", "policy_lag_max")}
+        out.update(global_samples=total, stop_voted=max(t["stop_voted"] for t in trains),
+                   sync_s=sum(t["sync_s"] for t in trains), step_s=sum(t["step_s"] for t in trains),
+                   policy_lag_max=max(t["policy_lag_max"] for t in trains))
+        return out
+
+    def _empty_batch(self) -> SlotBatch:
+        """No trajectories (a member that has none this iteration)."""
+        if self._empty is None:
+            self._empty = SlotBatch.copy_slots(self.pool.buffers, [])
+        return self._empty
 
     def _learn(self, batch: SlotBatch, stop: bool = False) -> dict:
         """The update on `batch`, and when the policy workers and the envs see its result: the
@@ -214,14 +288,14 @@ class Node:
         clock = self.learner.clock
         if self.cfg.sampler.mode == "deterministic":
             clock(PUBLISH)
-            self.pool.weights.publish(self.model, self.learner.version)
+            self.pool.weights[0].publish(self.model, self.learner.version)
             self.batcher.release(self.held)
             self.held = batch
             train = self.learner.train_step(batch, stop)
         else:
             train = self.learner.train_step(batch, stop)
             clock(PUBLISH)
-            self.pool.weights.publish(self.model, self.learner.version)
+            self.pool.weights[0].publish(self.model, self.learner.version)
             self.batcher.release(batch)
         clock(STATS)
         return train
@@ -244,12 +318,17 @@ class Node:
             train, stop, gathered = self._iteration(min_slots)
             if tb:
                 tb.write(self.stats, train, self.ranks if gathered else None)
+                if self.population:
+                    tb.write_members(self.stats.env_frames, self.member_trains, self.members, gathered)
+            if self.new_events and self.is_writer:
+                self._record_events(self.new_events)
+            self.new_events = []
             now = time.time()
             # the last iteration gets its line too: a short run still shows where it ended
             if now >= next_status or stop:
                 next_status = now + t.status_every_s
                 if self.is_writer:
-                    log.info(self.stats.status_line(self.ranks.rows))
+                    log.info(self.stats.status_line(self.ranks.rows) + self._members_line())
             if now >= next_ckpt:
                 next_ckpt = now + t.checkpoint_every_s
                 self.save_checkpoint()
@@ -257,11 +336,34 @@ class Node:
         if self.signals.received is not None:
             raise Stopped(self.signals.received)
 
+    def _members_line(self) -> str:
+        """A population's part of the status line: each member's recent reward (or win rate) over all
+        ranks, and the PBT replacements so far."""
+        if not self.population or not self.members.merged:
+            return ""
+        win = self.cfg.pbt.objective == "win"
+        parts = []
+        for m in self.members.merged:
+            if win and "match" in m:
+                parts.append(f"{m['match']['win']:.0%}")
+            else:
+                parts.append("n/a" if m["reward"] is None else f"{m['reward']:.1f}")
+        replaced = len(self.members.pbt.events)
+        return f" | members {'win' if win else 'reward'} {' / '.join(parts)} | pbt replacements {replaced}"
+
+    def _record_events(self, events: list[dict]) -> None:
+        """The writer appends each PBT replacement to run_dir/pbt.jsonl (one JSON object a line)."""
+        with open(os.path.join(self.run_dir, "pbt.jsonl"), "a") as f:
+            for e in events:
+                f.write(json.dumps(e) + "\n")
+
     def run(self) -> dict:
         """Train; returns the summary (also written to run_dir/summary.json by the writer)."""
         os.makedirs(self.run_dir, exist_ok=True)
         self.restore()  # a checkpoint that does not fit: CheckpointError before anything started
-        self.peers.start(self.model, self.learner.optimizer)
+        self.peers.add_members(self.members.size)
+        for learner in self.members.learners:
+            self.peers.start(learner.model, learner.optimizer)
         tb = TensorBoard(os.path.join(self.run_dir, "tb")) if self.is_writer else None
         outcome, error = "finished", None
         with self.signals:
@@ -297,12 +399,15 @@ class Node:
         st = self.stats
         # after a failure a peer may be gone: no collective, only this rank's checksum; with
         # several nodes the last agreed one (after an NCCL failure the GPU must not be touched)
-        if collective:
-            checksums = self.peers.check_agreement(self.model, -1)
-        elif self.world > 1:
-            checksums = [self.peers.last_checksum]
-        else:
-            checksums = [param_checksum(self.model)]
+        member_sums = []
+        for learner in self.members.learners:
+            if collective:
+                member_sums.append(self.peers.check_agreement(learner.model, -1))
+            elif self.world > 1:
+                member_sums.append([self.peers.last_checksum] if learner is self.learner else [])
+            else:
+                member_sums.append([param_checksum(learner.model)])
+        checksums = member_sums[0]
         restarts = float(self.pool.restarts) if self.pool is not None else 0.0
         rows = self.ranks.rows or [st.row(partial=float(self.partial_batches), engine_restarts=restarts)]
         summary = dict(
@@ -319,6 +424,8 @@ class Node:
             samples_per_rank=[int(x) for x in self.ranks.samples],
             sync_share_per_rank=self.ranks.sync_shares(),
         )
+        if self.population:  # each member: version, hyper-parameters, figures over all ranks, checksums
+            summary.update(population=self.members.summary(member_sums), pbt_events=self.members.pbt.events)
         if self.is_writer:
             path = os.path.join(self.run_dir, "summary.json")
             with open(path + ".tmp", "w") as f:
@@ -358,11 +465,16 @@ class Node:
                     if phase == "simulate":
                         time.sleep(0.05)  # nothing to wait for but the clock
                         continue
-                    batch = self.batcher.get_full(timeout=0.05)
-                    if batch is not None and phase == "train":
-                        self._learn(batch)
-                    elif batch is not None:
-                        self.batcher.release(batch)
+                    for p, batcher in enumerate(self.batchers):  # one, or a population's
+                        batch = batcher.get_full(timeout=0.05 / len(self.batchers))
+                        if batch is not None and phase == "train":
+                            if self.population:
+                                self._learn_members([batch if q == p else None for q in range(len(self.batchers))],
+                                                    False)
+                            else:
+                                self._learn(batch)
+                        elif batch is not None:
+                            batcher.release(batch)
             finally:
                 if watch.samples:
                     watch.stop()

@@ -34,13 +34,18 @@ class Peers(ABC):
         """Make every rank start from rank 0's parameters, buffers and optimizer state."""
 
     @abstractmethod
+    def add_members(self, members: int) -> None:
+        """A population: one gradient all-reduce group per member (member 0's is the world's),
+        made on every rank, in the same order, before `start`."""
+
+    @abstractmethod
     def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
-                         sums: torch.Tensor | None = None) -> tuple[int, bool]:
+                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
         """Replace local gradients by the sample-weighted mean over ranks; return (the total
         samples, whether any rank voted `stop`). The vote rides in the gradient's collective, so
         every rank stops after the same iteration without a collective of its own; so does `sums`
         (a float32 vector on the gradients' device, the running norms' moments), summed over ranks
-        in place, unweighted."""
+        in place, unweighted. `member`: whose gradients (its own group: add_members)."""
 
     @abstractmethod
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -79,8 +84,11 @@ class Solo(Peers):
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         pass
 
+    def add_members(self, members: int) -> None:
+        pass
+
     def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
-                         sums: torch.Tensor | None = None) -> tuple[int, bool]:
+                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
         return num_samples, stop
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:

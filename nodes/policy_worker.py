@@ -167,28 +167,32 @@ def take_requests(requests_queue, wait_s: float, enough: int) -> list:
     return requests
 
 
-def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, control, shared_weights,
+def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, control, shared_weights: list,
                       device: str = "cpu") -> None:
+    """shared_weights: one SharedWeights per population member (one without a population)."""
     if cfg.sampler.mode == "deterministic":
         deterministic_kernels()
     use_device(device)  # the current CUDA device is per process (and per thread)
     dev = torch.device(device)
     torch.manual_seed(seeds.derive(cfg.seed, seeds.POLICY_SAMPLING, rank, index))
-    model = ActorCritic(spec, cfg.model).to(dev)
-    model.eval()
-    weights = WeightsReader(shared_weights, model)
-    while not weights.maybe_update():  # the learner publishes its weights before we start
-        time.sleep(0.001)
-    groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
     clock = Clock(control.profile.numpy()[policy_row(index)])
-    infer = Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
-                      per_env=cfg.sampler.mode == "deterministic", clock=clock)
+    readers, infers = [], []
+    for shared in shared_weights:
+        model = ActorCritic(spec, cfg.model).to(dev)
+        model.eval()
+        readers.append(WeightsReader(shared, model))
+        infers.append(Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
+                                per_env=cfg.sampler.mode == "deterministic", clock=clock))
+    for weights in readers:
+        while not weights.maybe_update():  # the learner publishes its weights before we start
+            time.sleep(0.001)
+    groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
     # with double buffering at most half the groups wait at once; split over the policy workers
     n_groups = sum(len(g) for g in groups)
     enough = max(1, n_groups // (2 * cfg.sampler.num_policy_workers))
     wait_s = GPU_WAIT_S if dev.type == "cuda" else 0.0
     # where the model really is (tests/test_gpu.py reads this from the log)
-    channels.reports.put(("ready", f"policy worker {index}", str(next(model.parameters()).device)))
+    channels.reports.put(("ready", f"policy worker {index}", str(next(infers[0].model.parameters()).device)))
     while not control.stop[0]:
         clock(WAIT)
         try:
@@ -196,8 +200,15 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
         except queue.Empty:
             continue
         clock(WEIGHTS)
-        weights.maybe_update()
-        infer(torch.cat([groups[w][g] for w, g in requests]), weights.version)
+        for weights in readers:
+            weights.maybe_update()
+        env_ids = torch.cat([groups[w][g] for w, g in requests])
+        if len(infers) == 1:
+            infers[0](env_ids, readers[0].version)
+        else:  # a population: each member's envs in a forward pass of its own
+            members = buffers.env_policy[env_ids]
+            for p in members.unique().tolist():
+                infers[p](env_ids[members == p], readers[p].version)
         clock(REPLY)
         for w, g in requests:
             channels.actions[w].put(g)

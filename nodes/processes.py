@@ -60,16 +60,17 @@ class Channels:
 
     requests: Any  # rollout worker -> policy workers: (worker, group)
     actions: list[Any]  # policy worker -> rollout worker w: group
-    trajectories: Any  # rollout workers -> learner: finished slot
+    trajectories: list[Any]  # rollout workers -> learner: finished slot, one queue per population member
     free_slots: Any  # learner -> rollout workers: slot to fill
-    # everyone -> main: ("episode", reward, length, match result or None) | ("error", who, text) |
+    # everyone -> main: ("episode", reward, length, match result or None, member, opponents' members) |
+    # ("error", who, text) |
     # ("ready", who[, device]) | ("restart", who, reason): a match between agents was restarted
     reports: Any
 
     @classmethod
-    def create(cls, num_workers: int) -> Channels:
-        return cls(Queue(1 << 20), [Queue(1 << 16) for _ in range(num_workers)], Queue(1 << 20),
-                   Queue(1 << 20), Queue(1 << 22))
+    def create(cls, num_workers: int, members: int = 1) -> Channels:
+        return cls(Queue(1 << 20), [Queue(1 << 16) for _ in range(num_workers)],
+                   [Queue(1 << 20) for _ in range(members)], Queue(1 << 20), Queue(1 << 22))
 
 
 @contextlib.contextmanager
@@ -130,16 +131,20 @@ class WorkerPool:
     when a worker died; `stop()` stops them all, in order, and the janitor last.
     """
 
-    def __init__(self, cfg, rank: int, spec, model, signals: StopSignals,
-                 on_episode: Callable[..., None], worker_cores: list[int], start_version: int = 0):
+    def __init__(self, cfg, rank: int, spec, models: list, signals: StopSignals,
+                 on_episode: Callable[..., None], worker_cores: list[int], start_version: int = 0,
+                 shaping: torch.Tensor | None = None):
+        """models: the learners' models, one per population member; shaping: the members'
+        reward-shaping weights [P, K] (Control.shaping)."""
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
         self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
         self.restarts = 0  # matches between agents restarted after an engine died or hung
-        self.control = Control.create(s.num_workers, start_version, s.num_policy_workers)
-        self.channels = Channels.create(s.num_workers)
-        self.buffers = allocate(spec, s, model.state_size)
-        self.weights = SharedWeights(model, s.policy_device or cfg.train.device)
+        self.control = Control.create(s.num_workers, start_version, s.num_policy_workers, shaping)
+        self.channels = Channels.create(s.num_workers, len(models))
+        self.buffers = allocate(spec, s, models[0].state_size, len(models))
+        # one weights hand-off per member (the policy workers hold every member's model)
+        self.weights = [SharedWeights(m, s.policy_device or cfg.train.device) for m in models]
         self.janitor: subprocess.Popen | None = None
         self.procs: list[mp.Process] = []
         self.ready = 0  # workers that reported ready
@@ -184,7 +189,7 @@ class WorkerPool:
             return
         for m in msgs:
             if m[0] == "episode":
-                self.on_episode(*m[1:])  # reward, length[, match result]
+                self.on_episode(*m[1:])  # reward, length, match result, member, opponents
             elif m[0] == "ready":
                 self.ready += 1
                 if len(m) > 2:
@@ -208,7 +213,7 @@ class WorkerPool:
         tensors = [getattr(self.buffers, f.name) for f in dataclasses.fields(self.buffers)]
         tensors += [getattr(self.control, f.name) for f in dataclasses.fields(self.control)
                     if isinstance(getattr(self.control, f.name), torch.Tensor)]
-        tensors += [self.weights.flat, self.weights.meta]
+        tensors += [t for w in self.weights for t in (w.flat, w.meta)]
         return sum(t.numel() * t.element_size() for t in tensors)
 
     @property

@@ -20,6 +20,7 @@ from nodes import seeds
 from nodes.buffers import env_groups
 from nodes.config import in_rounds
 from nodes.envs import env_spec, make_envs, private_workdir
+from nodes.population import Assignment
 from nodes.profile import ROLLOUT, Clock, rollout_row
 
 WAIT, ENV_STEP, BOOKKEEPING = (ROLLOUT.index(p) for p in ("wait", "env_step", "bookkeeping"))
@@ -52,6 +53,8 @@ class GroupStepper:
         self.slot_env = buffers.slot_env.numpy()
         self.slot_round = buffers.slot_round.numpy()
         self.slot_len = buffers.slot_len.numpy()
+        self.slot_policy = buffers.slot_policy.numpy()
+        self.env_policy = buffers.env_policy.numpy()
         self.uniforms = buffers.uniforms.numpy()  # [S, T, 0] unless sampler.mode=deterministic
         self.steps = control.worker_steps.numpy()
         self.rounds = np.zeros(self.k, dtype=np.int64)  # rollouts each env has begun in this launch
@@ -67,6 +70,11 @@ class GroupStepper:
         self.ep_return = np.zeros(self.k)
         self.ep_len = np.zeros(self.k, dtype=np.int64)
         self.lockstep = hasattr(envs[0], "submit")  # agents of matches between agents
+        # a population (population.size > 1): which member plays each env, and each member's
+        # shaping weights ([P, K], PBT mutates them; K = 0: the env's own training reward)
+        self.assign = Assignment(cfg, rank, worker * self.k, self.k, control.start_version)
+        self.agents = cfg.env.agents
+        self.member_shaping = control.shaping.numpy() if control.shaping is not None else np.zeros((1, 0))
 
     def stopping(self) -> bool:
         return bool(self.control.stop[0])
@@ -83,6 +91,7 @@ class GroupStepper:
         for g, ids in enumerate(self.groups):
             for e in ids:
                 self.env_h[e] = 0.0
+                self.env_policy[e] = self.assign.first(e)
                 self.begin_slot(e, self.own_slot(e) if self.park else self.take_free_slot(),
                                 self.envs[e - self.w * self.k].reset())
             self.ch.requests.put((self.w, g))
@@ -106,6 +115,7 @@ class GroupStepper:
         cut = self.park and int(self.cut_round[0]) == int(self.rounds[first - self.w * self.k]) - 1
         if self.lockstep:
             self.submit_group(g)
+        played = self.env_policy.copy() if self.assign.size > 1 else None  # who plays whom (self-play)
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
@@ -113,16 +123,19 @@ class GroupStepper:
             self.clock(ENV_STEP)
             obs, reward, done, info = self.envs[i].step(int(action[0]) if self.one_head else action)
             self.clock(BOOKKEEPING)
-            self.rewards[slot, t] = info.get("train_reward", reward) * self.scale
+            self.rewards[slot, t] = self.train_reward(e, reward, info) * self.scale
             self.dones[slot, t] = done
             self.ep_return[i] += reward
             self.ep_len[i] += 1
+            switch = False
             if done:
                 self.env_h[e] = 0.0
                 if info.get("episode_end", True):
-                    obs = self.end_episode(i, info)
+                    obs = self.end_episode(i, info, played)
+                    switch = self.next_member(e)
             t += 1
-            if t == self.T or (cut and t >= self.min_steps):
+            # a population: an env whose member changed ends its slot here (the slot is one member's)
+            if t == self.T or (cut and t >= self.min_steps) or switch:
                 self.write_obs(slot, t, obs)  # bootstrap observation of the finished slot
                 self.slot_len[slot] = t
                 finished.append(slot)
@@ -131,7 +144,7 @@ class GroupStepper:
             self.write_obs(slot, t, obs)
             self.env_t[e] = t
         if finished:
-            self.ch.trajectories.put_many(finished)
+            self.hand_in(finished)
         self.steps[self.w] += len(self.groups[g])
         if starting and self.park:
             # in rounds (sync, deterministic): an env's next slot is freed by the learner (sync:
@@ -143,13 +156,50 @@ class GroupStepper:
             self.begin_slot(e, self.take_free_slot(), obs)
         self.ch.requests.put((self.w, g))
 
-    def end_episode(self, i: int, info: dict):
+    def train_reward(self, e: int, reward: float, info: dict) -> float:
+        """The step's training reward: the env's (game reward + its shaping), or in a population
+        with shaping the game reward + the changes of the env's terms weighed by env e's member."""
+        terms = info.get("terms")
+        if terms is None or not self.member_shaping.shape[1]:
+            return info.get("train_reward", reward)
+        return reward + float(np.dot(self.member_shaping[self.env_policy[e]], terms))
+
+    def next_member(self, e: int) -> bool:
+        """Env e's episode ended: draw the member of its next one; whether it changed."""
+        if self.assign.size == 1:
+            return False
+        now = self.assign.next(e, int(self.env_policy[e]))
+        changed = now != self.env_policy[e]
+        self.env_policy[e] = now
+        return changed
+
+    def hand_in(self, slots: list[int]) -> None:
+        """Finished slots to their member's learner (its batcher's queue)."""
+        if len(self.ch.trajectories) == 1:
+            self.ch.trajectories[0].put_many(slots)
+            return
+        for p in sorted({int(self.slot_policy[s]) for s in slots}):
+            self.ch.trajectories[p].put_many([s for s in slots if self.slot_policy[s] == p])
+
+    def opponents(self, i: int, played) -> list[int]:
+        """The members in env i's match's other seats (a match between agents fills `agents`
+        consecutive envs), as they were at the step that ended it."""
+        if played is None or self.agents == 1:
+            return []
+        first = self.w * self.k + i - i % self.agents
+        return [int(played[first + j]) for j in range(self.agents) if first + j != self.w * self.k + i]
+
+    def end_episode(self, i: int, info: dict, played=None):
         """Env i's episode is over: report it (not a match between agents that was restarted:
-        report the restart instead) and return the next episode's first observation."""
+        report the restart instead) and return the next episode's first observation. The report
+        names the member that played it and, in a match between agents, its opponents'."""
         if info.get("restart"):
             self.ch.reports.put(("restart", f"rollout{self.w}", info["restart"]))
         if not info.get("aborted"):
-            self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]), info.get("match")))
+            e = self.w * self.k + i
+            member = int(played[e]) if played is not None else 0
+            self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]), info.get("match"),
+                                 member, self.opponents(i, played)))
         self.ep_return[i], self.ep_len[i] = 0.0, 0
         self.clock(ENV_STEP)
         obs = self.envs[i].reset()
@@ -170,6 +220,7 @@ class GroupStepper:
         i = e - self.w * self.k
         self.env_slot[e], self.env_t[e] = slot, 0
         self.slot_env[slot], self.slot_round[slot] = e, self.rounds[i]
+        self.slot_policy[slot] = self.env_policy[e]
         if self.uniforms.shape[-1]:  # deterministic: this rollout's action draws, from the env's own stream
             key = seeds.derive(self.cfg.seed, seeds.ACTIONS, self.rank, e,
                                self.control.start_version + int(self.rounds[i]))

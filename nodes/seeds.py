@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-MODEL_INIT = 0  # (): the initial parameters (identical on every rank; rank 0's are broadcast anyway)
+# () or (member,) for population members after the first: the initial parameters (identical on
+# every rank; rank 0's are broadcast anyway)
+MODEL_INIT = 0
 # (rank, env index in the rank, policy version at launch): an env's engine and its own random
 # stream. The env's index in the rank, not (worker, index in the worker): the same env gets the
 # same stream whatever the number of rollout workers; the version keeps a resumed run from
@@ -28,6 +30,12 @@ BOTS = 6
 # (the match's seed, player index, restart count): one player engine of a match between agents
 # (nodes/envs/doom_agents.py)
 PLAYER = 7
+# (rank, env index in the rank, policy version at launch): which population member plays each of an
+# env's episodes (nodes/population.py, population.assign=episode and self-play)
+ASSIGN = 8
+# (PBT step): a PBT step's draws (which top member a replaced one copies, what mutates); the same
+# on every rank, so every rank takes the same decision (nodes/pbt.py)
+PBT = 9
 
 
 def derive(seed: int, stream: int, *place: int) -> int:

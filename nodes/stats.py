@@ -45,6 +45,9 @@ class RankRow:
         return cls(*values)
 
 
+RANK_ROW_WIDTH = len(fields(RankRow))  # a population's member rows follow it in the gathered list
+
+
 def merged_reward(rows: Sequence[RankRow]) -> float | None:
     """Mean recent episode reward over all ranks, each rank's mean weighted by its episode count."""
     rows = [r for r in rows if r.reward_n > 0 and not math.isnan(r.reward)]
@@ -190,6 +193,28 @@ class TensorBoard:
             w.add_scalar(f"match/{k}", match[k], step)
         if ranks.rows and any(row.engine_restarts for row in ranks.rows):
             w.add_scalar("match/engine_restarts", sum(row.engine_restarts for row in ranks.rows), step)
+
+    def write_members(self, step: int, trains: list[dict], members, gathered: bool) -> None:
+        """A population: each member's learner figures under member<p>/, and after a gather its
+        reward (and match figures) over all ranks and its current hyper-parameters."""
+        w = self.writer
+        for p, train in enumerate(trains):
+            if train.get("global_samples"):
+                for k in ("loss", "entropy", "policy_lag_mean"):
+                    w.add_scalar(f"member{p}/{k}", train[k], step)
+        if not gathered:
+            return
+        for p, (m, h) in enumerate(zip(members.merged, members.hypers)):
+            if m["reward"] is not None:
+                w.add_scalar(f"member{p}/reward", m["reward"], step)
+            if "match" in m:
+                for k in ("frags", "win"):
+                    w.add_scalar(f"member{p}/{k}", m["match"][k], step)
+            w.add_scalar(f"member{p}/lr", h.lr, step)
+            w.add_scalar(f"member{p}/entropy_coeff", h.entropy_coeff, step)
+            for name, weight in zip(members.pbt.shaping_names, h.shaping):
+                w.add_scalar(f"member{p}/{name}", weight, step)
+        w.add_scalar("pbt/replacements", len(members.pbt.events), step)
 
     def close(self) -> None:
         self.writer.close()

@@ -130,6 +130,7 @@ class DistPeers(Peers):
         self._beats: dict[int, tuple[bytes | None, float]] = {}  # rank -> (heartbeat, seen since)
         self._dog = threading.Thread(target=self._watchdog, name="watchdog", daemon=True)
         self._dog.start()
+        self._groups = [None]  # each population member's gradient group (None: the world's)
 
     # ------------------------------------------------------------------ failures
     def _heartbeat(self) -> None:
@@ -281,8 +282,17 @@ class DistPeers(Peers):
                                                      weights_only=True))
         self._guard("the initial broadcast", run)
 
+    def add_members(self, members: int) -> None:
+        """Member p > 0 all-reduces in a group of its own (every rank: each node hosts the whole
+        population), so a member's collectives never queue behind another's on one communicator
+        (NCCL orders a communicator's operations) and members may reduce concurrently."""
+        def run():
+            for _ in range(1, members):
+                self._groups.append(dist.new_group(list(range(self.world_size)), timeout=self.timeout))
+        self._guard("the population's groups", run)
+
     def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
-                         sums: torch.Tensor | None = None) -> tuple[int, bool]:
+                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
         params = [p for p in model.parameters() if p.grad is not None]
         extra = [] if sums is None else [sums.reshape(-1)]
         # [gradients x samples | sums | samples | stop vote]: one collective for all. The two scalars
@@ -292,10 +302,11 @@ class DistPeers(Peers):
         flat[:size].mul_(float(num_samples))
         flat[-2] = float(num_samples)
         flat[-1] = float(stop)
-        what = "the gradient all-reduce"
-        self._guard(what, lambda: self._wait(dist.all_reduce(flat, async_op=True), what))
+        what = "the gradient all-reduce" + (f" of population member {member}" if member else "")
+        group = self._groups[member]
+        self._guard(what, lambda: self._wait(dist.all_reduce(flat, group=group, async_op=True), what))
         total, votes = flat[-2:].tolist()  # only once it completed: on CUDA this is the host sync
-        flat[:size].div_(total)
+        flat[:size].div_(max(total, 1.0))  # a population member with no samples anywhere: zeros
         offset = 0
         for p in params:
             p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))

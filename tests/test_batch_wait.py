@@ -57,7 +57,7 @@ def setup():
     buffers = allocate(EnvSpec((3,), np.float32, (2,)), s, 2)
     for slot in range(buffers.num_slots):
         buffers.obs[slot] = float(slot)  # every row of a batch says which slot it came from
-    ch = SimpleNamespace(trajectories=ListQueue(), free_slots=ListQueue())
+    ch = SimpleNamespace(trajectories=[ListQueue()], free_slots=ListQueue())
     stop = threading.Event()
     batcher = Batcher(buffers, ch, PER_BATCH, stop)
     batcher.start()
@@ -76,14 +76,14 @@ def feeder(ch, schedule):
 
     def idle():
         calls.append(1)
-        ch.trajectories.put_many(schedule.get(len(calls), []))
+        ch.trajectories[0].put_many(schedule.get(len(calls), []))
     return idle, calls
 
 
 def test_full_batch_marks_this_rank_ready(setup):
     batcher, ch = setup
     peers = StubPeers(others_ready=True)
-    ch.trajectories.put_many([3, 1, 4, 0])
+    ch.trajectories[0].put_many([3, 1, 4, 0])
     batch, partial = wait_for_batch(batcher, peers, 7, True, 2, lambda: None)
     assert (slots_of(batch), partial, peers.marked) == ([3, 1, 4, 0], False, [7])
     assert sorted(ch.free_slots.items) == [0, 1, 3, 4]  # the slots went back to the workers
@@ -93,7 +93,7 @@ def test_straggler_trains_on_what_it_has_once_the_others_are_ready(setup):
     batcher, ch = setup
     peers = StubPeers(others_ready=False)
     idle, calls = feeder(ch, {1: [5], 3: [2]})
-    ch.trajectories.put_many([6])
+    ch.trajectories[0].put_many([6])
 
     def ready_after_three():
         idle()
@@ -109,7 +109,7 @@ def test_straggler_below_the_minimum_keeps_waiting(setup):
     batcher, ch = setup
     peers = StubPeers(others_ready=True)
     idle, calls = feeder(ch, {5: [6]})
-    ch.trajectories.put_many([7])  # one slot: below min_slots=2 until idle's 5th call adds another
+    ch.trajectories[0].put_many([7])  # one slot: below min_slots=2 until idle's 5th call adds another
     batch, partial = wait_for_batch(batcher, peers, 0, True, 2, idle)
     assert len(calls) >= 5 and partial and slots_of(batch) == [7, 6]
 
@@ -118,7 +118,7 @@ def test_without_straggler_handling_only_a_full_batch_ends_the_wait(setup):
     batcher, ch = setup
     peers = StubPeers(others_ready=True)
     idle, calls = feeder(ch, {3: [2], 6: [1]})
-    ch.trajectories.put_many([0, 3])
+    ch.trajectories[0].put_many([0, 3])
     batch, partial = wait_for_batch(batcher, peers, 4, False, 1, idle)
     assert (slots_of(batch), partial, peers.marked, peers.asked) == ([0, 3, 2, 1], False, [4], 0)
     assert len(calls) >= 6

@@ -50,7 +50,7 @@ def parts():
     started = []
 
     def start(fail=None):
-        ch = SimpleNamespace(trajectories=ListQueue(fail), free_slots=ListQueue())
+        ch = SimpleNamespace(trajectories=[ListQueue(fail)], free_slots=ListQueue())
         stop = threading.Event()
         batcher = Batcher(buffers, ch, PER_BATCH, stop)
         batcher.start()
@@ -74,7 +74,7 @@ def wait_full(batcher, timeout=5.0):
 def test_a_full_batch_holds_the_slots_in_arrival_order_and_frees_them_when_taken(parts):
     buffers, start = parts
     batcher, ch, _ = start()
-    ch.trajectories.put_many([5, 2, 6])
+    ch.trajectories[0].put_many([5, 2, 6])
     deadline = time.time() + 5
     while batcher.ready is None and time.time() < deadline:
         time.sleep(0.005)
@@ -90,7 +90,7 @@ def test_a_full_batch_holds_the_slots_in_arrival_order_and_frees_them_when_taken
 def test_the_batch_is_a_copy_of_the_shared_slots(parts):
     buffers, start = parts
     batcher, ch, _ = start()
-    ch.trajectories.put_many([1, 2, 3])
+    ch.trajectories[0].put_many([1, 2, 3])
     batch = wait_full(batcher)
     buffers.obs[1] = 99.0  # a rollout worker reuses the freed slot
     assert batch.obs[0, 0, 0].item() == 1
@@ -99,29 +99,29 @@ def test_the_batch_is_a_copy_of_the_shared_slots(parts):
 def test_slots_beyond_a_batch_wait_for_the_next_one(parts):
     _, start = parts
     batcher, ch, _ = start()
-    ch.trajectories.put_many([0, 1, 2, 3, 4])
+    ch.trajectories[0].put_many([0, 1, 2, 3, 4])
     assert wait_full(batcher).obs[:, 0, 0].tolist() == [0, 1, 2]
     t0 = time.time()
     assert batcher.get_full(timeout=0.1) is None and time.time() - t0 >= 0.09  # 2 pending: no batch
     assert ch.free_slots.items == [0, 1, 2]
-    ch.trajectories.put_many([6])
+    ch.trajectories[0].put_many([6])
     assert wait_full(batcher).obs[:, 0, 0].tolist() == [3, 4, 6]
 
 
 def test_take_partial_gives_what_is_pending_when_enough(parts):
     _, start = parts
     batcher, ch, _ = start()
-    ch.trajectories.put_many([4])
+    ch.trajectories[0].put_many([4])
     time.sleep(0.1)  # the thread has taken it
     assert batcher.take_partial(2) is None and ch.free_slots.items == []  # below the minimum
-    ch.trajectories.put_many([6])
+    ch.trajectories[0].put_many([6])
     time.sleep(0.1)
     batch = batcher.take_partial(2)
     assert batch.obs[:, 0, 0].tolist() == [4, 6] and batch.num_samples == 2 * ROLLOUT
     assert ch.free_slots.items == [4, 6]
-    ch.trajectories.put_many([1, 2, 3])
+    ch.trajectories[0].put_many([1, 2, 3])
     assert wait_full(batcher).obs[:, 0, 0].tolist() == [1, 2, 3]
-    ch.trajectories.put_many([5, 0, 6])
+    ch.trajectories[0].put_many([5, 0, 6])
     time.sleep(0.1)  # cut as a full batch ahead of time: take_partial hands that over
     assert batcher.take_partial(1).obs[:, 0, 0].tolist() == [5, 0, 6]
 
@@ -173,22 +173,22 @@ def test_in_rounds_a_batch_is_one_round_of_every_env_ordered_by_env_and_released
     # 3 envs, two slots each: slot s holds env s % 3, round s // 3
     buffers.slot_env[:6] = torch.tensor([0, 1, 2, 0, 1, 2])
     buffers.slot_round[:6] = torch.tensor([0, 0, 0, 1, 1, 1])
-    ch, stop = SimpleNamespace(trajectories=ListQueue(), free_slots=ListQueue()), threading.Event()
+    ch, stop = SimpleNamespace(trajectories=[ListQueue()], free_slots=ListQueue()), threading.Event()
     control = Control.create(num_workers=1)
     released = control.rounds_released
     buffers.slot_len[:6] = torch.tensor([ROLLOUT] * 3 + [ROLLOUT, 1, ROLLOUT])  # round 1: env 1 preempted
     batcher = Batcher(buffers, ch, 3, stop, rounds=True, control=control)
     batcher.start()
     try:
-        ch.trajectories.put_many([2, 3, 0, 4])  # env 0 finished round 1 before env 1 finished round 0
+        ch.trajectories[0].put_many([2, 3, 0, 4])  # env 0 finished round 1 before env 1 finished round 0
         assert batcher.get_full(timeout=0.2) is None
-        ch.trajectories.put_many([1])
+        ch.trajectories[0].put_many([1])
         first = wait_full(batcher)
         assert first.obs[:, 0, 0].tolist() == [0, 1, 2] and first.slots == [0, 1, 2]
         assert ch.free_slots.items == [] and int(released) == 0  # held until the learner says
         batcher.preempt()  # the other ranks have round 1: it is to end early
         assert int(control.cut_round) == 1
-        ch.trajectories.put_many([5])
+        ch.trajectories[0].put_many([5])
         second = wait_full(batcher)
         assert second.obs[:, 0, 0].tolist() == [3, 4, 5]
         # cut to the shortest rollout: 1 step each, and the observation after it (the bootstrap)

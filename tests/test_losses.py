@@ -190,7 +190,7 @@ def test_every_running_norms_moments_ride_in_the_gradient_all_reduce():
     class TwoAlike(Solo):
         calls = 0
 
-        def reduce_gradients(self, model, num_samples, stop=False, sums=None):
+        def reduce_gradients(self, model, num_samples, stop=False, sums=None, member=0):
             TwoAlike.calls += 1
             sums.mul_(2)
             return 2 * num_samples, stop

@@ -61,7 +61,7 @@ def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2, mode="
                   f"sampler.mode={mode}")
     spec = EnvSpec((3,), np.float32, (2,))
     buffers = allocate(spec, cfg.sampler, hidden)
-    ch = SimpleNamespace(requests=ListQueue(), trajectories=ListQueue(), free_slots=ListQueue(), reports=ListQueue())
+    ch = SimpleNamespace(requests=ListQueue(), trajectories=[ListQueue()], free_slots=ListQueue(), reports=ListQueue())
     ch.free_slots.items = list(range(buffers.num_slots))
     envs = [CountingEnv(episode_len) for _ in range(k)]
     stepper = GroupStepper(cfg, 0, buffers, ch, envs, Control.create(1))
@@ -108,7 +108,7 @@ def test_slot_fills_then_moves_to_a_fresh_slot():
         stepper.step_group(0)
         stepper.step_group(1)
     # every env finished its slot after T=3 steps and moved on to a new one at step 0
-    assert sorted(ch.trajectories.items) == sorted(first)
+    assert sorted(ch.trajectories[0].items) == sorted(first)
     now = [int(buffers.env_slot[e]) for e in range(4)]
     assert not set(now) & set(first) and buffers.env_t.tolist() == [0, 0, 0, 0]
     for e in range(4):
@@ -130,7 +130,8 @@ def test_episode_end_marks_done_zeroes_hidden_state_and_reports_unscaled_reward(
     s = int(buffers.env_slot[0])
     assert buffers.dones[s].tolist() == [False, True, False, False]
     assert buffers.env_h[0].tolist() == [0.0, 0.0] and buffers.env_h[2].tolist() == [7.0, 7.0]
-    assert ch.reports.items == [("episode", 2.0, 2, None), ("episode", 2.0, 2, None)]  # no match result
+    # no match result; member 0 (no population), no opponents
+    assert ch.reports.items == [("episode", 2.0, 2, None, 0, []), ("episode", 2.0, 2, None, 0, [])]
     # the observation after the done is the reset observation of the new episode
     assert buffers.obs[s, 2, 0].item() == envs[0].n
 
@@ -148,7 +149,7 @@ def test_in_rounds_a_finished_group_parks_until_the_learner_releases_its_round()
     ch.requests.items.clear()
     stepper.step_group(0)
     stepper.step_group(0)  # group 0's rollout of 2 steps is done
-    assert ch.trajectories.items == [0, 1] and ch.requests.items == [(0, 0)]  # the first step asked; the last did not
+    assert ch.trajectories[0].items == [0, 1] and ch.requests.items == [(0, 0)]  # the first step asked; the last did not
     assert buffers.slot_env[:2].tolist() == [0, 1] and buffers.slot_round[:2].tolist() == [0, 0]
     ch.requests.items.clear()
     stepper.step_group(1)  # the other group is not held up

@@ -17,7 +17,9 @@ as a float32 vector beside the pixels; the "full" model feeds them through an ML
 
 Reward shaping (env.shaping, {GAME_VARIABLE: weight}): the training reward adds
 weight x (change of that variable) each step; env.pickups the same for increases only (health,
-armor, weapons, ammo picked up). The logged episode score stays the game's reward.
+armor, weapons, ammo picked up). The logged episode score stays the game's reward. Each step's
+info["terms"] holds every term's change (shaping's, then pickups', in their order), so a
+population's members can weigh them with their own (PBT-mutated) weights.
 
 Matches against the engine's scripted bots (env.bots > 0, nodes/envs/doom_match.py): the env
 hosts a deathmatch of the agent and the bots; the episode is one match (env.match_minutes); a
@@ -309,13 +311,15 @@ class DoomEnv:
             if done:  # no state any more, but the variables can still be read
                 self._vars = np.array([self.game.get_game_variable(v)
                                        for v in self.game.get_available_game_variables()], np.float32)
-            shaped = reward
-            for i, w, up_only in self.shaping:
+            shaped, terms = reward, np.zeros(len(self.shaping), np.float32)
+            for k, (i, w, up_only) in enumerate(self.shaping):
                 change = float(self._vars[i] - before[i])
                 if up_only:
                     change = 0.0 if respawned else max(change, 0.0)
                 shaped += w * change
-            info = {"train_reward": shaped}
+                terms[k] = change
+            # terms: each shaping term's change, for a population whose members weigh them apart
+            info = {"train_reward": shaped, "terms": terms}
         if self.seat is None and self.match and not done and self.game.is_player_dead():
             self.game.respawn_player()  # its tic may be the match's last one
             done = self.game.is_episode_finished()

@@ -1,0 +1,148 @@
+"""A population of policies on one node: who plays which env (`Assignment`), each member's
+hyper-parameters (`Hyper`), and what each member did (`MemberStats`, gathered over ranks as
+`MemberRow`s).
+
+Every node hosts the whole population (population.size members). Each member has its own
+learner, optimizer and hyper-parameters (nodes.node); the rollout and policy workers are shared:
+each env is played by one member at a time (buffers.env_policy), the policy workers route its
+requests to that member's weights, and its trajectories go to that member's learner. An env
+changes member only where an episode ends, and the trajectory slot it was filling ends there
+(the rest of the slot is not trained on: SlotBatch.lengths), so every trajectory is one member's.
+"""
+from __future__ import annotations
+
+import collections
+import math
+from dataclasses import astuple, dataclass, fields
+
+import numpy as np
+
+from nodes import seeds
+from nodes.envs.doom_match import MATCH_KEYS
+
+
+class Assignment:
+    """The member playing each env of one rollout worker. population.assign=fixed: env e (its index
+    in the rank) always plays member e % size; episode, and the seats of every match between
+    agents (self-play): each episode draws a member uniformly, from the env's own random stream."""
+
+    def __init__(self, cfg, rank: int, first_env: int, count: int, start_version: int = 0):
+        self.size = cfg.population.size
+        self.draws = self.size > 1 and (cfg.population.assign == "episode" or cfg.env.agents > 1)
+        self.rngs = {e: np.random.default_rng(seeds.derive(cfg.seed, seeds.ASSIGN, rank, e, start_version))
+                     for e in range(first_env, first_env + count)} if self.draws else {}
+
+    def first(self, e: int) -> int:
+        """The member that plays env e's first episode."""
+        return self.next(e) if self.draws else e % self.size
+
+    def next(self, e: int, current: int = 0) -> int:
+        """The member that plays env e's next episode (`current` played the one that ended)."""
+        return int(self.rngs[e].integers(self.size)) if self.draws else (current if self.size > 1 else 0)
+
+
+def shaping_terms(env_cfg) -> tuple[list[str], list[float]]:
+    """The reward-shaping terms a VizDoom env reports in info["terms"] (env.shaping's, then
+    env.pickups', in their order) and their configured weights: every member's starting weights."""
+    names = [f"shaping.{k}" for k in env_cfg.shaping] + [f"pickups.{k}" for k in env_cfg.pickups]
+    return names, [float(w) for w in env_cfg.shaping.values()] + [float(w) for w in env_cfg.pickups.values()]
+
+
+@dataclass
+class Hyper:
+    """One member's mutable hyper-parameters (PBT changes them; checkpoints keep them)."""
+
+    lr: float
+    entropy_coeff: float
+    shaping: list[float]  # weights of shaping_terms(env)
+
+    def as_dict(self) -> dict:
+        return {"lr": self.lr, "entropy_coeff": self.entropy_coeff, "shaping": list(self.shaping)}
+
+
+@dataclass
+class MemberRow:
+    """One member's figures on one rank, gathered with the rank's row (nodes.stats.RankRow): its
+    finished episodes, recent mean reward and match results (as RankRow's), then per opponent
+    member q its recent matches against q, wins and frags summed (P values each)."""
+
+    episodes: float = 0.0
+    reward: float = math.nan
+    reward_n: float = 0.0
+    match_n: float = 0.0
+    frags: float = math.nan
+    deaths: float = math.nan
+    place: float = math.nan
+    win: float = math.nan
+    draw: float = math.nan
+    loss: float = math.nan
+
+    @staticmethod
+    def width(size: int) -> int:
+        return len(fields(MemberRow)) + 3 * size
+
+    def to_floats(self, vs: list[list[float]]) -> list[float]:
+        return [float(x) for x in astuple(self)] + [float(x) for row in vs for x in row]
+
+    @classmethod
+    def from_floats(cls, values, size: int) -> tuple[MemberRow, list[list[float]]]:
+        n = len(fields(cls))
+        vs = [list(values[n + 3 * q : n + 3 * q + 3]) for q in range(size)]
+        return cls(*values[:n]), vs
+
+
+class MemberStats:
+    """What one member did on this node: recent episode rewards and match results, and its recent
+    matches against each member (who played whom: self-play's table)."""
+
+    def __init__(self, size: int, window: int = 100):
+        self.size = size
+        self.episodes = 0
+        self.rewards: collections.deque = collections.deque(maxlen=window)
+        self.matches: collections.deque = collections.deque(maxlen=window)
+        self.against: collections.deque = collections.deque(maxlen=window)  # (opponent, win, frags)
+
+    def add(self, reward: float, match: dict | None, opponents=()) -> None:
+        self.episodes += 1
+        self.rewards.append(reward)
+        if match is not None:
+            self.matches.append(match)
+            for q in opponents:
+                self.against.append((int(q), float(match["win"]), float(match["frags"])))
+
+    def row(self) -> list[float]:
+        r = sum(self.rewards) / len(self.rewards) if self.rewards else math.nan
+        means = {k: sum(m[k] for m in self.matches) / len(self.matches) for k in MATCH_KEYS} if self.matches else {}
+        vs = [[0.0, 0.0, 0.0] for _ in range(self.size)]
+        for q, win, frags in self.against:
+            vs[q][0] += 1
+            vs[q][1] += win
+            vs[q][2] += frags
+        return MemberRow(float(self.episodes), r, float(len(self.rewards)), float(len(self.matches)),
+                         **means).to_floats(vs)
+
+
+def merge_members(rows_by_rank: list[list[float]], size: int) -> list[dict]:
+    """Every member's figures over all ranks (means weighted by their counts): episodes, reward,
+    match figures, and per opponent {matches, win, frags}."""
+    out = []
+    for p in range(size):
+        parts = [MemberRow.from_floats(r[p], size) for r in rows_by_rank]
+        rows = [row for row, _ in parts]
+        n = sum(row.reward_n for row in rows if row.reward_n)
+        reward = sum(row.reward * row.reward_n for row in rows if row.reward_n) / n if n else None
+        member = {"episodes": int(sum(row.episodes for row in rows)), "reward": reward, "reward_n": int(n)}
+        m = sum(row.match_n for row in rows)
+        if m:
+            member["match"] = {k: sum(getattr(row, k) * row.match_n for row in rows if row.match_n) / m
+                               for k in MATCH_KEYS}
+            member["match"]["matches"] = int(m)
+            vs = {}
+            for q in range(size):
+                games = sum(v[q][0] for _, v in parts)
+                if games:
+                    vs[q] = {"matches": int(games), "win": sum(v[q][1] for _, v in parts) / games,
+                             "frags": sum(v[q][2] for _, v in parts) / games}
+            member["against"] = vs
+        out.append(member)
+    return out
