@@ -7,7 +7,9 @@ enjoy.video_path (default RUN_DIR/videos/enjoy_v<policy version>.mp4). enjoy.ran
 uniformly random actions instead (the baseline a trained policy must beat). A match between agents
 (env=doom_duel, env.agents > 1) is played by the policy in every seat; the score, the match result
 and the video are the first agent's. enjoy.agents / enjoy.bots change a VizDoom match's seats (a
-self-play duel's policy against a bot: enjoy.agents=1 enjoy.bots=1).
+self-play duel's policy against a bot: enjoy.agents=1 enjoy.bots=1). A population's run
+(population.size > 1) plays member enjoy.policy (default 0); in a match between agents enjoy.seats
+gives each seat its member (enjoy.seats=[0,1]: member 0 against member 1, scored as seat 0).
 
 Arguments are Hydra overrides of `EnjoyArgs`, checked by the same code as launch.train's
 (launch.overrides.compose_checked): bad ones are refused in one line with exit code 2.
@@ -40,6 +42,11 @@ class EnjoyOptions:
     # a bot: enjoy.agents=1 enjoy.bots=1); 0 / -1: the run's env.agents / env.bots
     agents: int = 0
     bots: int = -1
+    # a population (population.size > 1): the member to play (its checkpoint entry), and in a match
+    # between agents the member of each seat (enjoy.seats=[0,1]: member 0 against member 1); []: every
+    # seat plays enjoy.policy
+    policy: int = 0
+    seats: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -50,7 +57,7 @@ class EnjoyArgs:
 
 ENGINE_FPS = {"doom": 35.0, "atari": 60.0, "dmlab": 60.0}  # engine frames per second, by env family
 OPTIONS = ("run_dir, enjoy.episodes, enjoy.greedy, enjoy.random, enjoy.video, enjoy.video_path, enjoy.fps, "
-           "enjoy.seed, enjoy.max_steps, enjoy.agents, enjoy.bots")
+           "enjoy.seed, enjoy.max_steps, enjoy.agents, enjoy.bots, enjoy.policy, enjoy.seats")
 
 register("enjoy", EnjoyArgs)
 
@@ -75,22 +82,28 @@ def parse(argv) -> EnjoyArgs:
     return args
 
 
-def load_policy(cfg):
-    """(model, checkpoint path, checkpoint state) from the run's latest checkpoint."""
+def load_policy(cfg, members=(0,)):
+    """([a model per entry of `members`], checkpoint path, the member's checkpoint state) from the
+    run's latest checkpoint; a population's checkpoint holds every member's."""
     from nodes import checkpoint as ckpt
     from nodes.envs import env_spec
     from nodes.models import ActorCritic
     path = ckpt.latest(cfg.run_dir)
     if path is None:
         refuse(f"no checkpoint in {ckpt.checkpoint_dir(cfg.run_dir)} (train first, or pass enjoy.random=true)")
+    models = []
     try:
         state = ckpt.load(path)
-        model = ActorCritic(env_spec(cfg.env), cfg.model)
-        model.load_state_dict(state["model"])
+        saved = state.get("population", [state])
+        for k in members:
+            if not 0 <= k < len(saved):
+                refuse(f"member {k}: the run's population has members 0..{len(saved) - 1}")
+            model = ActorCritic(env_spec(cfg.env), cfg.model)
+            model.load_state_dict(saved[k]["model"])
+            models.append(model.eval())
     except (ckpt.CheckpointError, RuntimeError, KeyError) as exc:
         refuse(one_line(exc))
-    model.eval()
-    return model, path, state
+    return models, path, dict(saved[members[0]], env_frames=state.get("env_frames", 0))
 
 
 def main(argv) -> int:
@@ -109,7 +122,10 @@ def main(argv) -> int:
             check_env_config(cfg.env)
         except ConfigError as exc:
             refuse(f"enjoy.agents={cfg.env.agents} enjoy.bots={cfg.env.bots}: {exc}")
-    model, path, state = (None, None, {}) if opt.random else load_policy(cfg)
+    seats = list(opt.seats) or [opt.policy] * cfg.env.agents
+    if len(seats) != cfg.env.agents:
+        refuse(f"enjoy.seats names {len(seats)} members for the {cfg.env.agents} seats of env={cfg.env.name}")
+    models, path, state = ([None] * len(seats), None, {}) if opt.random else load_policy(cfg, seats)
     version = int(state.get("policy_version", 0))
     recorder, matches = None, []
     if opt.video:
@@ -120,7 +136,7 @@ def main(argv) -> int:
         recorder = Recorder(video_path, fps)
     try:
         with private_workdir(cfg.run_dir, "enjoy"):  # VizDoom's files stay out of the user's directory
-            scores, lengths = play(cfg, model, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
+            scores, lengths = play(cfg, models, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
                                    on_frame=recorder.frame if recorder else None, matches=matches)
     except ValueError as exc:  # e.g. an env without frames asked for a video
         refuse(one_line(exc))
@@ -128,7 +144,7 @@ def main(argv) -> int:
         if recorder:
             recorder.close()
     result = {
-        "policy": "random" if opt.random else path, "policy_version": version,
+        "policy": "random" if opt.random else path, "policy_version": version, "seats": seats,
         "env_frames": int(state.get("env_frames", 0)), "episodes": len(scores),
         "reward_mean": statistics.fmean(scores), "reward_std": statistics.pstdev(scores),
         "length_mean": statistics.fmean(lengths),

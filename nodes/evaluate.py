@@ -4,8 +4,9 @@ Used by launch.enjoy. One env, batch of one, the same model code the policy work
 is watched is what was trained. The logged score is the unscaled game reward, summed over the
 whole game (an Atari life lost is not the end of the episode here either).
 
-A match between agents (env.agents > 1) is played by the policy in every seat, each agent with
-its own recurrent state; the scores, match results and frames are the first agent's.
+A match between agents (env.agents > 1) is played by the policy in every seat (or by one
+population member per seat), each agent with its own recurrent state; the scores, match results
+and frames are the first agent's.
 """
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ import torch
 from nodes.envs import env_spec, make_envs
 
 
-def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: bool = False,
+def play(cfg, models, episodes: int, seed: int, greedy: bool = False,
          max_steps: int = 100_000, on_frame: Callable[[int, object], None] | None = None,
          matches: list | None = None):
-    """Returns (scores, lengths) of `episodes` episodes. model=None plays uniformly random actions.
+    """Returns (scores, lengths) of `episodes` episodes. models: the policy of each seat (one
+    model, or a list with one per agent of a match: a population's members against each other);
+    None plays uniformly random actions.
 
     on_frame(episode, env) is called after reset and after every step (videos render from it).
     matches: a list that receives each finished VizDoom match's result (frags, deaths, place, ...).
     """
     spec = env_spec(cfg.env)
     envs = make_envs(cfg.env, cfg.env.agents, lambda i: seed)  # one env, or the seats of one match
+    seats = list(models) if isinstance(models, (list, tuple)) else [models] * len(envs)
     env = envs[0]  # the one scored and filmed
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
@@ -35,12 +39,13 @@ def play(cfg, model: torch.nn.Module | None, episodes: int, seed: int, greedy: b
     try:
         for ep in range(episodes):
             obs = [e.reset() for e in envs]
-            states = [torch.zeros(1, model.state_size) if model is not None else None for _ in envs]
+            states = [torch.zeros(1, m.state_size) if m is not None else None for m in seats]
             score, length = 0.0, 0
             if on_frame:
                 on_frame(ep, env)
             while length < max_steps:
-                outs = _step_seats(envs, [_choose(model, spec, obs, states, j, greedy, rng) for j in range(len(envs))])
+                actions = [_choose(seats[j], spec, obs, states, j, greedy, rng) for j in range(len(envs))]
+                outs = _step_seats(envs, actions)
                 obs = [o[0] for o in outs]
                 _, reward, done, info = outs[0]
                 score += reward

@@ -23,6 +23,15 @@ CASES = [
     (["sampler.nosuch=1"], "unknown config key 'sampler.nosuch'"),
     (["sampler.num_slots=20"],
      "sampler.num_slots (20) must be 0 (auto) or at least envs (16) + batch_size/rollout (32)"),
+    # populations (nodes/population.py, nodes/pbt.py)
+    (["population.size=17"], "population.size=17 is more than the 16 envs of a rank can serve"),
+    (["population.size=2", "pbt.objective=elo"], "pbt.objective must be one of reward, win, got 'elo'"),
+    (["population.size=2", "pbt.objective=win"], "pbt.objective=win ranks members by their match win rate"),
+    (["population.size=2", "sampler.mode=sync"], "population.size=2 needs sampler.mode=async"),
+    (["population.size=2", "population.assign=random"], "population.assign must be one of fixed, episode"),
+    (["population.size=2", "pbt.mutate=[gamma]"], "pbt.mutate: each must be one of lr, entropy_coeff, shaping"),
+    (["population.size=2", "sampler.num_slots=60"],
+     "sampler.num_slots (60) must be 0 (auto) or at least envs (16) + batch_size/rollout (32) x population.size (2)"),
 ]
 
 

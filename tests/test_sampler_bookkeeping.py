@@ -149,7 +149,8 @@ def test_in_rounds_a_finished_group_parks_until_the_learner_releases_its_round()
     ch.requests.items.clear()
     stepper.step_group(0)
     stepper.step_group(0)  # group 0's rollout of 2 steps is done
-    assert ch.trajectories[0].items == [0, 1] and ch.requests.items == [(0, 0)]  # the first step asked; the last did not
+    # the first step asked; the last did not
+    assert ch.trajectories[0].items == [0, 1] and ch.requests.items == [(0, 0)]
     assert buffers.slot_env[:2].tolist() == [0, 1] and buffers.slot_round[:2].tolist() == [0, 0]
     ch.requests.items.clear()
     stepper.step_group(1)  # the other group is not held up
