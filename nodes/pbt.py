@@ -43,8 +43,9 @@ class Pbt:
 
     def decide(self, objectives: list[float | None], hypers: list[Hyper], frames_per_member: float) -> list[dict]:
         """This step's replacements: [{"step", "frames", "member", "source", "objective",
-        "source_objective", "old", "new"}]; none while a member has no objective yet (the step
-        waits for the next gather)."""
+        "source_objective", "old", "source_hyper", "new"}] (old: the member's hyper-parameters
+        before, source_hyper: those it copied, new: after the mutation); none while a member has
+        no objective yet (the step waits for the next gather)."""
         if any(o is None or math.isnan(o) for o in objectives):
             return []
         c = self.cfg
@@ -63,7 +64,7 @@ class Pbt:
             new = self.mutate(copy.deepcopy(hypers[q]), rng)
             events.append(dict(step=self.steps, frames=int(frames_per_member), member=p, source=q,
                                objective=objectives[p], source_objective=objectives[q],
-                               old=hypers[p].as_dict(), new=new.as_dict()))
+                               old=hypers[p].as_dict(), source_hyper=hypers[q].as_dict(), new=new.as_dict()))
         self.events += events
         return events
 
@@ -87,14 +88,15 @@ class Pbt:
         return hyper
 
     def describe(self, event: dict) -> str:
-        """One log line for a replacement: who replaced whom, the objectives, old -> new values."""
-        old, new = event["old"], event["new"]
-        changes = [f"{k} {old[k]:.3g} -> {new[k]:.3g}" for k in ("lr", "entropy_coeff")]
+        """One log line for a replacement: who replaced whom, the objectives, and each mutated value
+        (the source's -> the member's new one)."""
+        old, new = event["source_hyper"], event["new"]
+        changes = [f"{k} {old[k]:.3g} -> {new[k]:.3g}" for k in ("lr", "entropy_coeff") if old[k] != new[k]]
         changes += [f"{name} {a:.3g} -> {b:.3g}" for name, a, b in zip(self.shaping_names, old["shaping"],
                                                                        new["shaping"]) if a != b]
         return (f"pbt step {event['step']} at {event['frames']:,} frames per member: member {event['member']} "
                 f"(objective {event['objective']:.3f}) takes member {event['source']}'s weights "
-                f"(objective {event['source_objective']:.3f}); " + ", ".join(changes))
+                f"(objective {event['source_objective']:.3f}), mutated: " + ", ".join(changes))
 
     def state_dict(self) -> dict:
         return {"steps": self.steps, "next_at": self.next_at if self.enabled else -1, "events": list(self.events)}

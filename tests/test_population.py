@@ -108,7 +108,7 @@ def test_pbt_replaces_the_bottom_member_with_a_mutated_copy_of_a_top_one_when_du
     events = pbt.decide([3.0, 1.0, 9.0, 5.0], hypers, 100)  # 4 x 0.3 -> one replaced: member 1 by member 2
     assert [(e["member"], e["source"]) for e in events] == [(1, 2)]
     old, new = events[0]["old"], events[0]["new"]
-    assert old == hypers[1].as_dict()
+    assert old == hypers[1].as_dict() and events[0]["source_hyper"] == hypers[2].as_dict()
     source = hypers[2].as_dict()
     changed = [k for k in ("lr", "entropy_coeff") if new[k] != source[k]] + (["shaping"] if new["shaping"] !=
                                                                                source["shaping"] else [])
@@ -118,7 +118,7 @@ def test_pbt_replaces_the_bottom_member_with_a_mutated_copy_of_a_top_one_when_du
                                                                                                     source[k] else -1))
     assert pbt.next_at == 200 and not pbt.due(150)
     line = pbt.describe(events[0])
-    assert "member 1 (objective 1.000) takes member 2's weights (objective 9.000)" in line and "lr" in line
+    assert "member 1 (objective 1.000) takes member 2's weights (objective 9.000), mutated: " in line
 
 
 def test_pbt_decisions_are_the_same_for_the_same_seed_and_inputs():
