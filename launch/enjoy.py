@@ -106,12 +106,9 @@ def load_policy(cfg, members=(0,)):
     return models, path, dict(saved[members[0]], env_frames=state.get("env_frames", 0))
 
 
-def main(argv) -> int:
-    args = parse(argv)
-    from launch.node import load_config
-    from nodes.evaluate import play
-    cfg = load_config(args.run_dir)
-    opt = args.enjoy
+def choose_seats(cfg, opt) -> list[int]:
+    """The population member of each seat (one seat outside matches between agents), after
+    enjoy.agents / enjoy.bots changed the match's seats (refused in one line if they do not fit)."""
     if opt.agents or opt.bots >= 0:
         from nodes.envs import check_env_config
         if cfg.env.family != "doom":
@@ -125,6 +122,16 @@ def main(argv) -> int:
     seats = list(opt.seats) or [opt.policy] * cfg.env.agents
     if len(seats) != cfg.env.agents:
         refuse(f"enjoy.seats names {len(seats)} members for the {cfg.env.agents} seats of env={cfg.env.name}")
+    return seats
+
+
+def main(argv) -> int:
+    args = parse(argv)
+    from launch.node import load_config
+    from nodes.evaluate import play
+    cfg = load_config(args.run_dir)
+    opt = args.enjoy
+    seats = choose_seats(cfg, opt)
     models, path, state = ([None] * len(seats), None, {}) if opt.random else load_policy(cfg, seats)
     version = int(state.get("policy_version", 0))
     recorder, matches = None, []

@@ -188,8 +188,9 @@ class PopulationConfig:
     share the node's rollout and policy workers (requests are routed to the env's member)."""
 
     size: int = 1
-    # single-agent envs: fixed (env e always plays member e % size) | episode (each episode draws a
-    # member uniformly). The seats of a match between agents always draw at each match (self-play)
+    # single-agent envs: fixed (a rank's envs in `size` contiguous blocks, block p always played by
+    # member p) | episode (each episode draws a member uniformly). The seats of a match between
+    # agents always draw at each match (self-play)
     assign: str = "fixed"
 
 

@@ -74,7 +74,12 @@ class Members:
         per_member = frames / self.size
         if not self.merged or not self.pbt.due(per_member):
             return []
+        steps = self.pbt.steps
         events = self.pbt.decide(self.objectives(), self.hypers, per_member)
+        if self.pbt.steps > steps and not events:  # a step was taken: no member far enough behind
+            shown = " / ".join(f"{o:.3f}" for o in self.objectives())
+            log.info("pbt step %d at %s frames per member: no member replaced (objectives %s)", self.pbt.steps,
+                     f"{int(per_member):,}", shown)
         for e in events:
             self.replace(e["member"], e["source"], Hyper(**e["new"]))
             if control_shaping is not None:

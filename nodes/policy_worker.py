@@ -176,16 +176,7 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
     dev = torch.device(device)
     torch.manual_seed(seeds.derive(cfg.seed, seeds.POLICY_SAMPLING, rank, index))
     clock = Clock(control.profile.numpy()[policy_row(index)])
-    readers, infers = [], []
-    for shared in shared_weights:
-        model = ActorCritic(spec, cfg.model).to(dev)
-        model.eval()
-        readers.append(WeightsReader(shared, model))
-        infers.append(Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
-                                per_env=cfg.sampler.mode == "deterministic", clock=clock))
-    for weights in readers:
-        while not weights.maybe_update():  # the learner publishes its weights before we start
-            time.sleep(0.001)
+    readers, infers = _members(cfg, spec, buffers, shared_weights, dev, clock)
     groups = [[torch.as_tensor(ids) for ids in worker] for worker in env_groups(cfg.sampler)]
     # with double buffering at most half the groups wait at once; split over the policy workers
     n_groups = sum(len(g) for g in groups)
@@ -212,3 +203,19 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
         clock(REPLY)
         for w, g in requests:
             channels.actions[w].put(g)
+
+
+def _members(cfg, spec, buffers, shared_weights: list, dev: torch.device, clock: Clock):
+    """A model, weights reader and Inference per population member, each with the learner's first
+    weights (published before the workers start)."""
+    readers, infers = [], []
+    for shared in shared_weights:
+        model = ActorCritic(spec, cfg.model).to(dev)
+        model.eval()
+        readers.append(WeightsReader(shared, model))
+        infers.append(Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
+                                per_env=cfg.sampler.mode == "deterministic", clock=clock))
+    for weights in readers:
+        while not weights.maybe_update():
+            time.sleep(0.001)
+    return readers, infers

@@ -23,18 +23,22 @@ from nodes.envs.doom_match import MATCH_KEYS
 
 class Assignment:
     """The member playing each env of one rollout worker. population.assign=fixed: env e (its index
-    in the rank) always plays member e % size; episode, and the seats of every match between
+    in the rank, of E) always plays member e * size // E: contiguous blocks, so an env group (a
+    policy-worker request) is one member's and takes one forward pass, as without a population
+    (env e -> e % size put every member in every group: four passes of one or two envs each, and
+    P=4 trained at 0.51-0.71x of P=1, measured); episode, and the seats of every match between
     agents (self-play): each episode draws a member uniformly, from the env's own random stream."""
 
     def __init__(self, cfg, rank: int, first_env: int, count: int, start_version: int = 0):
         self.size = cfg.population.size
+        self.envs = cfg.sampler.num_workers * cfg.sampler.envs_per_worker
         self.draws = self.size > 1 and (cfg.population.assign == "episode" or cfg.env.agents > 1)
         self.rngs = {e: np.random.default_rng(seeds.derive(cfg.seed, seeds.ASSIGN, rank, e, start_version))
                      for e in range(first_env, first_env + count)} if self.draws else {}
 
     def first(self, e: int) -> int:
         """The member that plays env e's first episode."""
-        return self.next(e) if self.draws else e % self.size
+        return self.next(e) if self.draws else e * self.size // self.envs
 
     def next(self, e: int, current: int = 0) -> int:
         """The member that plays env e's next episode (`current` played the one that ended)."""

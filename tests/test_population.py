@@ -20,11 +20,13 @@ from nodes.population import Assignment, Hyper, MemberStats, merge_members
 GYM = ("env=gym", "env.id=CartPole-v1", "model.fc_size=16", "model.hidden_size=8")
 
 
-def test_fixed_assignment_plays_env_e_with_member_e_mod_size_and_never_changes():
-    cfg = compose("population.size=3")
-    a = Assignment(cfg, rank=0, first_env=8, count=8)
-    assert [a.first(e) for e in range(8, 16)] == [e % 3 for e in range(8, 16)]
+def test_fixed_assignment_gives_each_member_a_block_of_envs_for_good():
+    cfg = compose("population.size=3")  # 2 workers x 8 envs
+    a = Assignment(cfg, rank=0, first_env=8, count=8)  # worker 1's envs
+    assert [a.first(e) for e in range(8, 16)] == [1, 1, 1, 2, 2, 2, 2, 2]  # e * 3 // 16
     assert all(a.next(e, a.first(e)) == a.first(e) for e in range(8, 16))
+    four = Assignment(compose("population.size=4"), 0, 0, 8)
+    assert [four.first(e) for e in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]  # each env group one member
 
 
 def test_episode_assignment_draws_every_member_from_each_envs_own_stream():

@@ -6,7 +6,7 @@ import os
 import re
 
 import pytest
-from helpers import FAST_GYM, one_error_line, summary, train
+from helpers import FAST_GYM, one_error_line, run_module, summary, train
 
 TWO = ["population.size=2"]
 NO_PBT = ["pbt.period_frames=0"]
@@ -83,6 +83,14 @@ def test_forced_pbt_step_is_taken_identically_on_every_node_and_resume_keeps_it(
     for p in kept:  # no replacement since: the hyper-parameters are the ones saved
         assert r["population"][p]["lr"] == pytest.approx(s["population"][p]["lr"])
 
+    # launch.enjoy plays the member asked for (its own weights: the checkpoint's entry), refuses others
+    played = [json.loads(run_module("launch.enjoy", f"run_dir={run}", "enjoy.episodes=2", f"enjoy.policy={p}",
+                                    timeout=120).stdout.splitlines()[-1]) for p in (0, 1)]
+    assert [x["seats"] for x in played] == [[0], [1]]
+    assert [x["policy_version"] for x in played] == [m["policy_version"] for m in r["population"]]
+    proc = run_module("launch.enjoy", f"run_dir={run}", "enjoy.policy=2", check=False, timeout=120)
+    assert proc.returncode == 2 and "member 2: the run's population has members 0..1" in one_error_line(proc)
+
     # a relaunch with another population size is refused in one line
     proc = train(run, *FAST_GYM, "population.size=3", "train.max_env_frames=24000", check=False, timeout=120)
     assert proc.returncode == 2
@@ -101,3 +109,9 @@ def test_self_play_duel_both_members_play_and_the_table_says_who_played_whom(tmp
     # each match of member 0 against member 1 is in both members' tables
     assert a["against"]["1"]["matches"] == b["against"]["0"]["matches"] > 0, (a["against"], b["against"])
     assert sum(v["matches"] for v in a["against"].values()) == a["match"]["matches"]
+    # launch.enjoy: member 0 against member 1, seat by seat; a seat list that does not fit is refused
+    out = run_module("launch.enjoy", f"run_dir={run}", "enjoy.episodes=1", "enjoy.seats=[0,1]", timeout=180)
+    result = json.loads(out.stdout.splitlines()[-1])
+    assert result["seats"] == [0, 1] and result["match"]["frags"] == result["reward_mean"]
+    proc = run_module("launch.enjoy", f"run_dir={run}", "enjoy.seats=[1]", check=False, timeout=120)
+    assert proc.returncode == 2 and "enjoy.seats names 1 members for the 2 seats" in one_error_line(proc)
