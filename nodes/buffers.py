@@ -181,6 +181,9 @@ class Control:
     # K = 0 without a population or shaping): PBT mutates them, the rollout workers weigh the env's
     # reported changes by the playing member's row
     shaping: torch.Tensor | None = None
+    # [1] int64: self-play snapshots (population.snapshots) that exist so far, at most their slots;
+    # the node writes it, the rollout workers draw snapshot seats from it
+    snapshots: torch.Tensor | None = None
 
     @classmethod
     def create(cls, num_workers: int, start_version: int = 0, num_policy_workers: int = 1,
@@ -191,4 +194,5 @@ class Control:
                    torch.zeros(1, dtype=torch.int64).share_memory_(),
                    torch.full((1,), -1, dtype=torch.int64).share_memory_(),
                    torch.zeros(rows, MAX_PHASES, dtype=torch.float64).share_memory_(), start_version,
-                   (shaping if shaping is not None else torch.zeros(1, 0)).float().share_memory_())
+                   (shaping if shaping is not None else torch.zeros(1, 0)).float().share_memory_(),
+                   torch.zeros(1, dtype=torch.int64).share_memory_())

@@ -192,6 +192,13 @@ class PopulationConfig:
     # member p) | episode (each episode draws a member uniformly). The seats of a match between
     # agents always draw at each match (self-play)
     assign: str = "fixed"
+    # Self-play (matches between agents): frozen past copies of the members kept as extra opponents
+    # (0: none). Every snapshot_every_frames env frames per member the next member in turn is copied
+    # into the oldest of the `snapshots` slots; once one exists, each seat of a match but the first
+    # plays a random snapshot with probability snapshot_prob. Nobody learns from a snapshot's seat.
+    snapshots: int = 0
+    snapshot_every_frames: int = 1_000_000
+    snapshot_prob: float = 0.5
 
 
 @dataclass
@@ -380,10 +387,11 @@ def _validate_population(cfg: Any) -> None:
     need(p.assign in ASSIGNMENTS, f"population.assign must be one of {', '.join(ASSIGNMENTS)}, got '{p.assign}'")
     need(b.objective in PBT_OBJECTIVES,
          f"pbt.objective must be one of {', '.join(PBT_OBJECTIVES)}, got '{b.objective}'")
-    if p.size == 1:
+    _validate_snapshots(p, e)
+    if p.size == 1 and not p.snapshots:
         return
-    need(s.mode == "async", f"population.size={p.size} needs sampler.mode=async (rounds of every env serve one "
-         f"policy), got '{s.mode}'")
+    what = f"population.size={p.size}" if p.size > 1 else f"population.snapshots={p.snapshots}"
+    need(s.mode == "async", f"{what} needs sampler.mode=async (rounds of every env serve one policy), got '{s.mode}'")
     if s.num_workers != "auto":  # auto is resolved where the rank starts (nodes.placement checks it there)
         need_envs_for(p.size, s.num_workers * s.envs_per_worker, e.agents)
     need(b.period_frames >= 0, f"pbt.period_frames must be >= 0 (0: no PBT), got {b.period_frames}")
@@ -396,6 +404,16 @@ def _validate_population(cfg: Any) -> None:
     need(b.perturb > 1, f"pbt.perturb must be > 1 (a factor up or down), got {b.perturb}")
     bad = [m for m in b.mutate if m not in PBT_MUTABLE]
     need(not bad, f"pbt.mutate: each must be one of {', '.join(PBT_MUTABLE)}, got {bad}")
+
+
+def _validate_snapshots(p: Any, e: Any) -> None:
+    need(p.snapshots >= 0, f"population.snapshots must be >= 0, got {p.snapshots}")
+    if not p.snapshots:
+        return
+    need(e.agents > 1, f"population.snapshots are self-play opponents: env={e.name} has no match between agents "
+         "(env.agents > 1)")
+    need(p.snapshot_every_frames > 0, f"population.snapshot_every_frames must be > 0, got {p.snapshot_every_frames}")
+    need(0 < p.snapshot_prob <= 1, f"population.snapshot_prob must be in (0, 1], got {p.snapshot_prob}")
 
 
 def need_envs_for(size: int, envs: int, agents: int) -> None:

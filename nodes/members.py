@@ -4,6 +4,8 @@ per-member statistics, PBT, and what a checkpoint keeps of them.
 population.size=1 is the plain run: one learner, whose checkpoint format is the single-policy
 one. With P > 1 each member has its own learner (its own copy of algo.*, its optimizer, its
 all-reduce group: Peers.add_members) and its own initial parameters (seeds.MODEL_INIT, member).
+Self-play snapshots (population.snapshots) are frozen models beside the learners: the policy
+workers serve them as members P, P+1, ... and nobody trains them.
 """
 from __future__ import annotations
 
@@ -33,7 +35,13 @@ class Members:
             self.learners.append(Learner(model, copy.deepcopy(cfg.algo), peers, cfg.train.precision, member=p))
         names, weights = shaping_terms(cfg.env) if cfg.env.family == "doom" else ([], [])
         self.hypers = [Hyper(cfg.algo.lr, cfg.algo.entropy_coeff, list(weights)) for _ in range(self.size)]
-        self.stats = [MemberStats(self.size) for _ in range(self.size)]
+        # self-play snapshots: frozen copies, taken every snapshot_every_frames frames per member
+        self.snapshots = [ActorCritic(spec, cfg.model).to(device) for _ in range(cfg.population.snapshots)]
+        self.snapshots_taken = 0
+        self.snapshot_at = cfg.population.snapshot_every_frames
+        self.opponents = self.size + len(self.snapshots)  # who can sit in another seat
+        self.tracked = self.size > 1 or bool(self.snapshots)  # per-member figures are gathered and reported
+        self.stats = [MemberStats(self.opponents) for _ in range(self.size)]
         self.pbt = Pbt(cfg.pbt, self.size, cfg.seed, names)
         # the rollout workers weigh the env's shaping terms by each member's weights only when PBT may
         # change them; else the env's own training reward is every member's
@@ -42,7 +50,8 @@ class Members:
 
     @property
     def models(self) -> list[torch.nn.Module]:
-        return [m.model for m in self.learners]
+        """What the policy workers serve: the learners' models, then the snapshots."""
+        return [m.model for m in self.learners] + self.snapshots
 
     def shaping_table(self) -> torch.Tensor | None:
         """[P, K] shaping weights for the rollout workers (Control.shaping), or None."""
@@ -50,7 +59,8 @@ class Members:
 
     def on_episode(self, reward: float, length: int, match: dict | None = None, member: int = 0,
                    opponents=()) -> None:
-        self.stats[member].add(reward, match, opponents)
+        if member < self.size:  # a snapshot's seat: nobody's statistics
+            self.stats[member].add(reward, match, opponents)
 
     # ------------------------------------------------------------------ stats over ranks
     def rows(self) -> list[float]:
@@ -59,8 +69,9 @@ class Members:
 
     def merge(self, tails: list[list[float]]) -> None:
         """Every rank's `rows()` (in rank order) into `merged`."""
-        w = MemberRow.width(self.size)
-        self.merged = merge_members([[t[p * w : (p + 1) * w] for p in range(self.size)] for t in tails], self.size)
+        w = MemberRow.width(self.opponents)
+        self.merged = merge_members([[t[p * w : (p + 1) * w] for p in range(self.size)] for t in tails], self.size,
+                                    self.opponents)
 
     def objectives(self) -> list[float | None]:
         if self.cfg.pbt.objective == "win":
@@ -98,14 +109,50 @@ class Members:
         target.version = version + 1
         target.set_hyper(hyper.lr, hyper.entropy_coeff)
         self.hypers[p] = hyper
-        self.stats[p] = MemberStats(self.size)
+        self.stats[p] = MemberStats(self.opponents)
+
+    def snapshot_step(self, frames: int) -> int | None:
+        """Self-play: when due, the next member in turn is copied into the oldest snapshot slot;
+        returns that slot (the caller publishes it and the count), else None. At the same
+        iteration on every rank (after a stats gather)."""
+        if not self.snapshots or frames / self.size < self.snapshot_at:
+            return None
+        every = self.cfg.population.snapshot_every_frames
+        self.snapshot_at = (int(frames / self.size) // every + 1) * every
+        slot, source = self.snapshots_taken % len(self.snapshots), self.snapshots_taken % self.size
+        self.snapshots[slot].load_state_dict(self.learners[source].model.state_dict())
+        self.snapshots_taken += 1
+        log.info("self-play snapshot %d: member %d at version %d frozen as snapshot%d (an opponent from now on)",
+                 self.snapshots_taken, source, self.learners[source].version, slot)
+        return slot
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict:
-        """A population's checkpoint: each member's learner state and hyper-parameters, the PBT
-        state; named by the members' versions summed (it grows with every update of any member)."""
-        return {"population": [dict(m.state_dict(), hyper=h.as_dict()) for m, h in zip(self.learners, self.hypers)],
-                "pbt": self.pbt.state_dict(), "policy_version": sum(m.version for m in self.learners)}
+        """The checkpoint's learner part. One policy: its learner's state (the single-policy format).
+        A population: each member's learner state and hyper-parameters, the PBT state; named by
+        the members' versions summed (it grows with every update of any member). Either with the
+        self-play snapshots taken so far."""
+        if self.size == 1:
+            state = self.learners[0].state_dict()
+        else:
+            members = [dict(m.state_dict(), hyper=h.as_dict()) for m, h in zip(self.learners, self.hypers)]
+            state = {"population": members, "pbt": self.pbt.state_dict(),
+                     "policy_version": sum(m.version for m in self.learners)}
+        if self.snapshots:
+            state.update(snapshots=[m.state_dict() for m in self.snapshots], snapshots_taken=self.snapshots_taken,
+                         snapshot_at=self.snapshot_at)
+        return state
+
+    def _load_snapshots(self, state: dict, path: str) -> None:
+        saved = state.get("snapshots", [])
+        if not self.snapshots or not saved:  # none kept, or none wanted: they start afresh
+            return
+        if len(saved) != len(self.snapshots):
+            raise CheckpointError(f"checkpoint {path} holds {len(saved)} self-play snapshots; this run has "
+                                  f"population.snapshots={len(self.snapshots)}")
+        for model, s in zip(self.snapshots, saved):
+            model.load_state_dict(s)
+        self.snapshots_taken, self.snapshot_at = int(state["snapshots_taken"]), int(state["snapshot_at"])
 
     def load_state_dict(self, state: dict, path: str) -> None:
         saved = state.get("population")
@@ -114,6 +161,7 @@ class Members:
                 raise CheckpointError(f"checkpoint {path} holds a population of {len(saved)}; this run has "
                                       "population.size=1")
             self._load(0, state, path)
+            self._load_snapshots(state, path)
             return
         if saved is None or len(saved) != self.size:
             have = "one policy" if saved is None else f"a population of {len(saved)}"
@@ -123,6 +171,7 @@ class Members:
             self.hypers[p] = Hyper(**member["hyper"])
             self.learners[p].set_hyper(self.hypers[p].lr, self.hypers[p].entropy_coeff)
         self.pbt.load_state_dict(state["pbt"])
+        self._load_snapshots(state, path)
 
     def _load(self, p: int, state: dict, path: str) -> None:
         try:

@@ -81,7 +81,7 @@ class Node:
         self.members = Members(cfg, self.spec, self.peers, torch.device(cfg.train.device))
         self.learner = self.members.learners[0]
         self.model = self.learner.model
-        self.population = self.members.size > 1
+        self.population = self.members.size > 1  # several learners: the population's iteration
         self.stats = RunStats()
         self.ranks = RankStats()
         self.resumed_from: str | None = None
@@ -124,7 +124,7 @@ class Node:
     def save_checkpoint(self) -> None:
         if not self.is_writer:
             return
-        state = self.members.state_dict() if self.population else self.learner.state_dict()
+        state = self.members.state_dict()
         rows = self.ranks.rows
         episodes = int(sum(row.episodes for row in rows)) if rows else self.stats.episodes
         state.update(env_frames=self.stats.env_frames, episodes=episodes, recent_rewards=list(self.stats.rewards),
@@ -142,6 +142,9 @@ class Node:
         for p, learner in enumerate(self.members.learners):
             self.pool.weights[p].publish(learner.model, learner.version)
             learner.clock = clock
+        for s, snapshot in enumerate(self.members.snapshots):  # self-play snapshots: members P, P+1, ...
+            self.pool.weights[self.members.size + s].publish(snapshot, self.members.snapshots_taken)
+        self.pool.control.snapshots[0] = min(self.members.snapshots_taken, len(self.members.snapshots))
         self.pool.start(phase)
         if phase != "simulate":
             for p in range(self.members.size):
@@ -154,6 +157,8 @@ class Node:
 
     def _on_episode(self, reward: float, length: int, match: dict | None = None, member: int = 0,
                     opponents=()) -> None:
+        if member >= self.members.size:  # a self-play snapshot's seat: not a learner's episode
+            return
         self.stats.add_episode(reward, length, match)
         self.members.on_episode(reward, length, match, member, opponents)
 
@@ -230,13 +235,18 @@ class Node:
         a PBT step if one is due (the same decision on every rank: nodes.pbt)."""
         mine = self.stats.row(samples=float(self.samples_total), sync_s=self.sync_s_total,
                               partial=float(self.partial_batches), engine_restarts=float(self.pool.restarts))
-        values = mine.to_floats() + (self.members.rows() if self.population else [])
+        values = mine.to_floats() + (self.members.rows() if self.members.tracked else [])
         rows = self.peers.gather_stats(values)
         self.ranks.add([RankRow.from_floats(r[:RANK_ROW_WIDTH]) for r in rows], self.since_gather)
         self.since_gather = 0
-        if not self.population:
+        if not self.members.tracked:
             return
         self.members.merge([r[RANK_ROW_WIDTH:] for r in rows])
+        slot = self.members.snapshot_step(self.stats.env_frames)
+        if slot is not None:
+            self.pool.weights[self.members.size + slot].publish(self.members.snapshots[slot],
+                                                                self.members.snapshots_taken)
+            self.pool.control.snapshots[0] = min(self.members.snapshots_taken, len(self.members.snapshots))
         events = self.members.pbt_step(self.stats.env_frames,
                                        self.pool.control.shaping if self.members.weighs_terms else None)
         for e in events:
@@ -318,7 +328,7 @@ class Node:
             train, stop, gathered = self._iteration(min_slots)
             if tb:
                 tb.write(self.stats, train, self.ranks if gathered else None)
-                if self.population:
+                if self.members.tracked:
                     tb.write_members(self.stats.env_frames, self.member_trains, self.members, gathered)
             if self.new_events and self.is_writer:
                 self._record_events(self.new_events)
@@ -339,7 +349,7 @@ class Node:
     def _members_line(self) -> str:
         """A population's part of the status line: each member's recent reward (or win rate) over all
         ranks, and the PBT replacements so far."""
-        if not self.population or not self.members.merged:
+        if not self.members.tracked or not self.members.merged:
             return ""
         win = self.cfg.pbt.objective == "win"
         parts = []
@@ -424,8 +434,9 @@ class Node:
             samples_per_rank=[int(x) for x in self.ranks.samples],
             sync_share_per_rank=self.ranks.sync_shares(),
         )
-        if self.population:  # each member: version, hyper-parameters, figures over all ranks, checksums
-            summary.update(population=self.members.summary(member_sums), pbt_events=self.members.pbt.events)
+        if self.members.tracked:  # each member: version, hyper-parameters, figures over all ranks, checksums
+            summary.update(population=self.members.summary(member_sums), pbt_events=self.members.pbt.events,
+                           snapshots_taken=self.members.snapshots_taken)
         if self.is_writer:
             path = os.path.join(self.run_dir, "summary.json")
             with open(path + ".tmp", "w") as f:

@@ -29,10 +29,15 @@ class Assignment:
     P=4 trained at 0.51-0.71x of P=1, measured); episode, and the seats of every match between
     agents (self-play): each episode draws a member uniformly, from the env's own random stream."""
 
-    def __init__(self, cfg, rank: int, first_env: int, count: int, start_version: int = 0):
-        self.size = cfg.population.size
+    def __init__(self, cfg, rank: int, first_env: int, count: int, start_version: int = 0, snapshots=None):
+        """snapshots: the shared count of self-play snapshots that exist (Control.snapshots): with
+        population.snapshots, each seat of a match but the first plays snapshot s (as member
+        size + s) with probability population.snapshot_prob once one exists."""
+        p = cfg.population
+        self.size, self.agents = p.size, cfg.env.agents
         self.envs = cfg.sampler.num_workers * cfg.sampler.envs_per_worker
-        self.draws = self.size > 1 and (cfg.population.assign == "episode" or cfg.env.agents > 1)
+        self.snapshots, self.snapshot_prob = (snapshots if p.snapshots else None), p.snapshot_prob
+        self.draws = (self.size > 1 or self.snapshots is not None) and (p.assign == "episode" or self.agents > 1)
         self.rngs = {e: np.random.default_rng(seeds.derive(cfg.seed, seeds.ASSIGN, rank, e, start_version))
                      for e in range(first_env, first_env + count)} if self.draws else {}
 
@@ -42,7 +47,19 @@ class Assignment:
 
     def next(self, e: int, current: int = 0) -> int:
         """The member that plays env e's next episode (`current` played the one that ended)."""
-        return int(self.rngs[e].integers(self.size)) if self.draws else (current if self.size > 1 else 0)
+        if not self.draws:
+            return current if self.size > 1 else 0
+        rng = self.rngs[e]
+        # a match fills `agents` consecutive envs from a multiple of `agents`: e % agents is the seat
+        if self.snapshots is not None and e % self.agents and int(self.snapshots[0]) > 0 \
+                and rng.random() < self.snapshot_prob:
+            return self.size + int(rng.integers(int(self.snapshots[0])))
+        return int(rng.integers(self.size))
+
+    @property
+    def mixed(self) -> bool:
+        """Whether envs may play anything but member 0 (then trajectories are routed by member)."""
+        return self.size > 1 or self.snapshots is not None
 
 
 def shaping_terms(env_cfg) -> tuple[list[str], list[float]]:
@@ -67,8 +84,9 @@ class Hyper:
 @dataclass
 class MemberRow:
     """One member's figures on one rank, gathered with the rank's row (nodes.stats.RankRow): its
-    finished episodes, recent mean reward and match results (as RankRow's), then per opponent
-    member q its recent matches against q, wins and frags summed (P values each)."""
+    finished episodes, recent mean reward and match results (as RankRow's), then per opponent q
+    (every member, then every self-play snapshot) its recent matches against q, wins and frags
+    summed (3 values each)."""
 
     episodes: float = 0.0
     reward: float = math.nan
@@ -82,16 +100,16 @@ class MemberRow:
     loss: float = math.nan
 
     @staticmethod
-    def width(size: int) -> int:
-        return len(fields(MemberRow)) + 3 * size
+    def width(opponents: int) -> int:
+        return len(fields(MemberRow)) + 3 * opponents
 
     def to_floats(self, vs: list[list[float]]) -> list[float]:
         return [float(x) for x in astuple(self)] + [float(x) for row in vs for x in row]
 
     @classmethod
-    def from_floats(cls, values, size: int) -> tuple[MemberRow, list[list[float]]]:
+    def from_floats(cls, values, opponents: int) -> tuple[MemberRow, list[list[float]]]:
         n = len(fields(cls))
-        vs = [list(values[n + 3 * q : n + 3 * q + 3]) for q in range(size)]
+        vs = [list(values[n + 3 * q : n + 3 * q + 3]) for q in range(opponents)]
         return cls(*values[:n]), vs
 
 
@@ -99,8 +117,9 @@ class MemberStats:
     """What one member did on this node: recent episode rewards and match results, and its recent
     matches against each member (who played whom: self-play's table)."""
 
-    def __init__(self, size: int, window: int = 100):
-        self.size = size
+    def __init__(self, opponents: int, window: int = 100):
+        """opponents: the members and the self-play snapshot slots (who can sit in another seat)."""
+        self.opponents = opponents
         self.episodes = 0
         self.rewards: collections.deque = collections.deque(maxlen=window)
         self.matches: collections.deque = collections.deque(maxlen=window)
@@ -117,7 +136,7 @@ class MemberStats:
     def row(self) -> list[float]:
         r = sum(self.rewards) / len(self.rewards) if self.rewards else math.nan
         means = {k: sum(m[k] for m in self.matches) / len(self.matches) for k in MATCH_KEYS} if self.matches else {}
-        vs = [[0.0, 0.0, 0.0] for _ in range(self.size)]
+        vs = [[0.0, 0.0, 0.0] for _ in range(self.opponents)]
         for q, win, frags in self.against:
             vs[q][0] += 1
             vs[q][1] += win
@@ -126,12 +145,18 @@ class MemberStats:
                          **means).to_floats(vs)
 
 
-def merge_members(rows_by_rank: list[list[float]], size: int) -> list[dict]:
+def opponent_name(q: int, size: int) -> str:
+    """A member's number, or snapshot<s> for self-play snapshot s (seat number size + s)."""
+    return str(q) if q < size else f"snapshot{q - size}"
+
+
+def merge_members(rows_by_rank: list[list[float]], size: int, opponents: int | None = None) -> list[dict]:
     """Every member's figures over all ranks (means weighted by their counts): episodes, reward,
-    match figures, and per opponent {matches, win, frags}."""
+    match figures, and per opponent (opponent_name) {matches, win, frags}."""
+    opponents = opponents or size
     out = []
     for p in range(size):
-        parts = [MemberRow.from_floats(r[p], size) for r in rows_by_rank]
+        parts = [MemberRow.from_floats(r[p], opponents) for r in rows_by_rank]
         rows = [row for row, _ in parts]
         n = sum(row.reward_n for row in rows if row.reward_n)
         reward = sum(row.reward * row.reward_n for row in rows if row.reward_n) / n if n else None
@@ -142,10 +167,10 @@ def merge_members(rows_by_rank: list[list[float]], size: int) -> list[dict]:
                                for k in MATCH_KEYS}
             member["match"]["matches"] = int(m)
             vs = {}
-            for q in range(size):
+            for q in range(opponents):
                 games = sum(v[q][0] for _, v in parts)
                 if games:
-                    vs[q] = {"matches": int(games), "win": sum(v[q][1] for _, v in parts) / games,
+                    vs[opponent_name(q, size)] = {"matches": int(games), "win": sum(v[q][1] for _, v in parts) / games,
                              "frags": sum(v[q][2] for _, v in parts) / games}
             member["against"] = vs
         out.append(member)

@@ -134,15 +134,17 @@ class WorkerPool:
     def __init__(self, cfg, rank: int, spec, models: list, signals: StopSignals,
                  on_episode: Callable[..., None], worker_cores: list[int], start_version: int = 0,
                  shaping: torch.Tensor | None = None):
-        """models: the learners' models, one per population member; shaping: the members'
-        reward-shaping weights [P, K] (Control.shaping)."""
+        """models: what the policy workers serve, the learners' models (one per population member)
+        then any self-play snapshots; shaping: the members' reward-shaping weights [P, K]
+        (Control.shaping)."""
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
         self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
         self.restarts = 0  # matches between agents restarted after an engine died or hung
         self.control = Control.create(s.num_workers, start_version, s.num_policy_workers, shaping)
-        self.channels = Channels.create(s.num_workers, len(models))
-        self.buffers = allocate(spec, s, models[0].state_size, len(models))
+        learners = cfg.population.size  # the members with trajectory queues and batches
+        self.channels = Channels.create(s.num_workers, learners)
+        self.buffers = allocate(spec, s, models[0].state_size, learners)
         # one weights hand-off per member (the policy workers hold every member's model)
         self.weights = [SharedWeights(m, s.policy_device or cfg.train.device) for m in models]
         self.janitor: subprocess.Popen | None = None

@@ -72,7 +72,8 @@ class GroupStepper:
         self.lockstep = hasattr(envs[0], "submit")  # agents of matches between agents
         # a population (population.size > 1): which member plays each env, and each member's
         # shaping weights ([P, K], PBT mutates them; K = 0: the env's own training reward)
-        self.assign = Assignment(cfg, rank, worker * self.k, self.k, control.start_version)
+        self.assign = Assignment(cfg, rank, worker * self.k, self.k, control.start_version,
+                                 control.snapshots.numpy() if control.snapshots is not None else None)
         self.agents = cfg.env.agents
         self.member_shaping = control.shaping.numpy() if control.shaping is not None else np.zeros((1, 0))
 
@@ -115,7 +116,7 @@ class GroupStepper:
         cut = self.park and int(self.cut_round[0]) == int(self.rounds[first - self.w * self.k]) - 1
         if self.lockstep:
             self.submit_group(g)
-        played = self.env_policy.copy() if self.assign.size > 1 else None  # who plays whom (self-play)
+        played = self.env_policy.copy() if self.assign.mixed else None  # who plays whom (self-play)
         for e in self.groups[g]:
             i = e - self.w * self.k
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
@@ -166,7 +167,7 @@ class GroupStepper:
 
     def next_member(self, e: int) -> bool:
         """Env e's episode ended: draw the member of its next one; whether it changed."""
-        if self.assign.size == 1:
+        if not self.assign.mixed:
             return False
         now = self.assign.next(e, int(self.env_policy[e]))
         changed = now != self.env_policy[e]
@@ -174,12 +175,14 @@ class GroupStepper:
         return changed
 
     def hand_in(self, slots: list[int]) -> None:
-        """Finished slots to their member's learner (its batcher's queue)."""
-        if len(self.ch.trajectories) == 1:
+        """Finished slots to their member's learner (its batcher's queue); a self-play snapshot's
+        straight back to the free list (nobody learns from them)."""
+        if not self.assign.mixed:
             self.ch.trajectories[0].put_many(slots)
             return
         for p in sorted({int(self.slot_policy[s]) for s in slots}):
-            self.ch.trajectories[p].put_many([s for s in slots if self.slot_policy[s] == p])
+            mine = [s for s in slots if self.slot_policy[s] == p]
+            (self.ch.trajectories[p] if p < self.assign.size else self.ch.free_slots).put_many(mine)
 
     def opponents(self, i: int, played) -> list[int]:
         """The members in env i's match's other seats (a match between agents fills `agents`

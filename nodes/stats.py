@@ -214,7 +214,10 @@ class TensorBoard:
             w.add_scalar(f"member{p}/entropy_coeff", h.entropy_coeff, step)
             for name, weight in zip(members.pbt.shaping_names, h.shaping):
                 w.add_scalar(f"member{p}/{name}", weight, step)
-        w.add_scalar("pbt/replacements", len(members.pbt.events), step)
+        if members.pbt.enabled:
+            w.add_scalar("pbt/replacements", len(members.pbt.events), step)
+        if members.snapshots:
+            w.add_scalar("selfplay/snapshots_taken", members.snapshots_taken, step)
 
     def close(self) -> None:
         self.writer.close()

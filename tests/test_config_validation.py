@@ -30,6 +30,9 @@ CASES = [
     (["population.size=2", "sampler.mode=sync"], "population.size=2 needs sampler.mode=async"),
     (["population.size=2", "population.assign=random"], "population.assign must be one of fixed, episode"),
     (["population.size=2", "pbt.mutate=[gamma]"], "pbt.mutate: each must be one of lr, entropy_coeff, shaping"),
+    (["population.snapshots=2"], "population.snapshots are self-play opponents: env=doom_basic has no match"),
+    (["env=doom_duel", "population.snapshots=1", "sampler.mode=sync"],
+     "population.snapshots=1 needs sampler.mode=async"),
     (["population.size=2", "sampler.num_slots=60"],
      "sampler.num_slots (60) must be 0 (auto) or at least envs (16) + batch_size/rollout (32) x population.size (2)"),
 ]

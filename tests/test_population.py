@@ -46,6 +46,19 @@ def test_match_seats_always_draw_their_member_self_play():
     assert a.draws and len({a.next(0) for _ in range(50)}) == 2
 
 
+def test_with_snapshots_every_seat_but_the_first_may_play_one_once_one_exists():
+    cfg = compose("env=doom_duel", "population.snapshots=2", "population.snapshot_prob=0.5")
+    taken = np.zeros(1, dtype=np.int64)
+    a = Assignment(cfg, 0, 0, 4, snapshots=taken)
+    assert a.mixed and a.draws
+    assert {a.next(e) for e in range(4) for _ in range(20)} == {0}  # none taken yet: member 0 (P=1)
+    taken[0] = 2
+    first = [a.next(0) for _ in range(200)] + [a.next(2) for _ in range(200)]  # seat 0 of two matches
+    second = np.array([a.next(1) for _ in range(400)])
+    assert set(first) == {0}  # the first seat is always a learner
+    assert set(second.tolist()) == {0, 1, 2} and 150 < (second > 0).sum() < 250  # snapshots 0, 1 as 1, 2
+
+
 def _batch(spec, T=6, B=3, seed=0):
     g = torch.Generator().manual_seed(seed)
     obs = torch.randint(0, 255, (B, T + 1, *spec.obs_shape), generator=g).to(torch.uint8) \
@@ -194,5 +207,5 @@ def test_member_rows_merge_over_ranks_weighted_by_their_counts():
     merged = merge_members(ranks, 2)
     assert merged[0]["reward"] == pytest.approx(3.0) and merged[0]["episodes"] == 3
     assert merged[0]["match"]["win"] == pytest.approx(2 / 3)
-    assert merged[0]["against"] == {1: {"matches": 3, "win": pytest.approx(2 / 3), "frags": pytest.approx(3.0)}}
+    assert merged[0]["against"] == {"1": {"matches": 3, "win": pytest.approx(2 / 3), "frags": pytest.approx(3.0)}}
     assert merged[1]["reward"] is None and merged[1]["episodes"] == 0
