@@ -142,8 +142,8 @@ class Node:
         for p, learner in enumerate(self.members.learners):
             self.pool.weights[p].publish(learner.model, learner.version)
             learner.clock = clock
-        for s, snapshot in enumerate(self.members.snapshots):  # self-play snapshots: members P, P+1, ...
-            self.pool.weights[self.members.size + s].publish(snapshot, self.members.snapshots_taken)
+        for k, snapshot in enumerate(self.members.snapshots):  # self-play snapshots: members P, P+1, ...
+            self.pool.weights[self.members.size + k].publish(snapshot, self.members.snapshots_taken)
         self.pool.control.snapshots[0] = min(self.members.snapshots_taken, len(self.members.snapshots))
         self.pool.start(phase)
         if phase != "simulate":
@@ -210,7 +210,7 @@ class Node:
             batch, partial = wait_for_batch(self.batcher, self.peers, self.learner.version, cfg.sync.straggler,
                                             min_slots, self._idle)
             train = self._learn(batch, self._stop_vote())
-            local, tick = batch.num_samples, self.learner.version
+            local, tick = batch.valid_samples, self.learner.version
         self.iterations += 1
         self.partial_batches += partial
         self.pool.poll(timeout=0.0)

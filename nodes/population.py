@@ -19,6 +19,7 @@ import numpy as np
 
 from nodes import seeds
 from nodes.envs.doom_match import MATCH_KEYS
+from nodes.stats import EpisodeFigures
 
 
 class Assignment:
@@ -82,22 +83,10 @@ class Hyper:
 
 
 @dataclass
-class MemberRow:
+class MemberRow(EpisodeFigures):
     """One member's figures on one rank, gathered with the rank's row (nodes.stats.RankRow): its
-    finished episodes, recent mean reward and match results (as RankRow's), then per opponent q
-    (every member, then every self-play snapshot) its recent matches against q, wins and frags
-    summed (3 values each)."""
-
-    episodes: float = 0.0
-    reward: float = math.nan
-    reward_n: float = 0.0
-    match_n: float = 0.0
-    frags: float = math.nan
-    deaths: float = math.nan
-    place: float = math.nan
-    win: float = math.nan
-    draw: float = math.nan
-    loss: float = math.nan
+    episode figures, then per opponent q (every member, then every self-play snapshot) its recent
+    matches against q, wins and frags summed (3 values each)."""
 
     @staticmethod
     def width(opponents: int) -> int:

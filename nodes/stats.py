@@ -12,20 +12,14 @@ from nodes.envs.doom_match import MATCH_KEYS
 
 
 @dataclass
-class RankRow:
-    """One rank's figures, gathered from every rank by `peers.gather_stats` every
-    sync.stats_every iterations (as a list of floats, the same length on every rank). Totals over
-    this launch, not one iteration's: nothing between two gathers is lost."""
+class EpisodeFigures:
+    """What a rank's (or a population member's) recent episodes say."""
 
-    samples: float = 0.0  # samples it trained on in this launch
-    sync_s: float = 0.0  # its seconds in the gradient all-reduce in this launch
     episodes: float = 0.0  # episodes it has finished (rank 0: including those before a resume)
     reward: float = math.nan  # mean of its recent episode rewards (nan: none yet)
     reward_n: float = 0.0  # how many recent episodes that mean is over
-    partial: float = 0.0  # batches it cut short so far (straggler handling)
-    elapsed: float = 0.0  # seconds since it started training
-    # VizDoom matches (env.bots): its recent matches' mean frags, deaths, place and win/draw/loss
-    # rates, over match_n matches (0: none)
+    # VizDoom matches (env.bots, env.agents): its recent matches' mean frags, deaths, place and
+    # win/draw/loss rates, over match_n matches (0: none)
     match_n: float = 0.0
     frags: float = math.nan
     deaths: float = math.nan
@@ -33,6 +27,18 @@ class RankRow:
     win: float = math.nan
     draw: float = math.nan
     loss: float = math.nan
+
+
+@dataclass
+class RankRow(EpisodeFigures):
+    """One rank's figures, gathered from every rank by `peers.gather_stats` every
+    sync.stats_every iterations (as a list of floats, the same length on every rank). Totals over
+    this launch, not one iteration's: nothing between two gathers is lost."""
+
+    samples: float = 0.0  # samples it trained on in this launch
+    sync_s: float = 0.0  # its seconds in the gradient all-reduce in this launch
+    partial: float = 0.0  # batches it cut short so far (straggler handling)
+    elapsed: float = 0.0  # seconds since it started training
     engine_restarts: float = 0.0  # matches between agents it restarted (an engine died or hung)
 
     def to_floats(self) -> list[float]:
