@@ -12,6 +12,10 @@ the stop signals (nodes.signals), the run and per-rank statistics (nodes.stats),
 nodes (`peers`: nodes.peers.Solo for one node; sync/ supplies the multi-node one), so this module
 knows nothing of other machines.
 
+A population (population.size > 1, nodes.members) has a learner and a batcher per member; every
+member learns in every iteration, in member order, each in its own all-reduce group; after a
+stats gather a PBT step may replace members (nodes.pbt), the same on every rank.
+
 Every training iteration calls the peers at the same points on every rank: batch ready (or cut
 short because the others are ready), gradient reduction, observation-statistics sum, a small
 stats gather (which also carries each rank's wish to stop, so all ranks stop after the same
