@@ -203,27 +203,30 @@ class TensorBoard:
     def write_members(self, step: int, trains: list[dict], members, gathered: bool) -> None:
         """A population: each member's learner figures under member<p>/, and after a gather its
         reward (and match figures) over all ranks and its current hyper-parameters."""
-        w = self.writer
         for p, train in enumerate(trains):
             if train.get("global_samples"):
                 for k in ("loss", "entropy", "policy_lag_mean"):
-                    w.add_scalar(f"member{p}/{k}", train[k], step)
+                    self.writer.add_scalar(f"member{p}/{k}", train[k], step)
         if not gathered:
             return
         for p, (m, h) in enumerate(zip(members.merged, members.hypers)):
-            if m["reward"] is not None:
-                w.add_scalar(f"member{p}/reward", m["reward"], step)
-            if "match" in m:
-                for k in ("frags", "win"):
-                    w.add_scalar(f"member{p}/{k}", m["match"][k], step)
-            w.add_scalar(f"member{p}/lr", h.lr, step)
-            w.add_scalar(f"member{p}/entropy_coeff", h.entropy_coeff, step)
-            for name, weight in zip(members.pbt.shaping_names, h.shaping):
-                w.add_scalar(f"member{p}/{name}", weight, step)
+            self._member(step, p, m, h, members.pbt.shaping_names)
         if members.pbt.enabled:
-            w.add_scalar("pbt/replacements", len(members.pbt.events), step)
+            self.writer.add_scalar("pbt/replacements", len(members.pbt.events), step)
         if members.snapshots:
-            w.add_scalar("selfplay/snapshots_taken", members.snapshots_taken, step)
+            self.writer.add_scalar("selfplay/snapshots_taken", members.snapshots_taken, step)
+
+    def _member(self, step: int, p: int, merged: dict, hyper, shaping_names: list[str]) -> None:
+        """Member p's figures over all ranks and its hyper-parameters."""
+        w = self.writer
+        if merged["reward"] is not None:
+            w.add_scalar(f"member{p}/reward", merged["reward"], step)
+        for k in ("frags", "win") if "match" in merged else ():
+            w.add_scalar(f"member{p}/{k}", merged["match"][k], step)
+        w.add_scalar(f"member{p}/lr", hyper.lr, step)
+        w.add_scalar(f"member{p}/entropy_coeff", hyper.entropy_coeff, step)
+        for name, weight in zip(shaping_names, hyper.shaping):
+            w.add_scalar(f"member{p}/{name}", weight, step)
 
     def close(self) -> None:
         self.writer.close()
