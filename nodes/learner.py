@@ -60,6 +60,8 @@ class Learner:
         # summed over action heads; one log-softmax per head serves both
         logp, entropy = self.model.heads.log_prob_and_entropy(logits[:, :-1], batch.actions)
         log_ratio = logp - batch.logp
+        if mask is not None:  # the steps after a cut hold another trajectory's leftovers: keep them finite
+            log_ratio = torch.where(mask, log_ratio, torch.zeros_like(log_ratio))
         ratio = torch.exp(log_ratio)
         # the critic's values (the learner's and the behaviour ones) in reward units
         to_reward = self.returns.denormalize if self.returns is not None else (lambda v: v)

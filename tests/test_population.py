@@ -83,6 +83,7 @@ def test_steps_after_a_member_change_do_not_count_in_the_loss_or_its_gradients()
         junk = _batch(spec, seed=garbage_seed)
         for name in ("obs", "actions", "logp", "values", "rewards", "dones"):
             getattr(b, name)[0, 3 + (name == "obs"):] = getattr(junk, name)[0, 3 + (name == "obs"):]
+        b.logp[0, 4] = -1000.0 * garbage_seed  # a leftover whose ratio would overflow to inf (and NaN x 0)
         b.lengths = torch.tensor([3, 6, 6])
         learner = Learner(copy.deepcopy(model), cfg.algo)
         parts = learner.loss(b)
