@@ -3,6 +3,8 @@
     0                 finished
     2                 refused: a bad config value, or a checkpoint that does not fit (`error: ...`)
     128 + signal      stopped by a signal after a final checkpoint (130: Ctrl-C)
+    75                stopped with a checkpoint: fewer nodes left than sync.min_nodes (EX_TEMPFAIL:
+                      relaunch to resume)
     1                 failed: a worker crashed (its traceback is shown), a peer was lost or
                       diverged (one line naming it), or an unexpected error (one line on the
                       console, the full traceback in the rank's log file)
@@ -14,10 +16,11 @@ import sys
 from collections.abc import Sequence
 
 from launch.logs import traceback_to_file
-from nodes.errors import CheckpointError, ConfigError, Stopped, WorkerFailed, one_line
+from nodes.errors import CheckpointError, ConfigError, Stopped, TooFewNodes, WorkerFailed, one_line
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 
 log = logging.getLogger("launch")
+TOO_FEW_NODES = 75
 
 
 def report(exc: BaseException) -> int:
@@ -29,6 +32,9 @@ def report(exc: BaseException) -> int:
         return 128 + exc.signum  # the node logged the signal and its final checkpoint
     if isinstance(exc, KeyboardInterrupt):
         return 130
+    if isinstance(exc, TooFewNodes):
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return TOO_FEW_NODES
     if isinstance(exc, (ConfigError, CheckpointError)):
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -61,7 +67,7 @@ def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS
         Node(cfg, peers, stop_signals=stop_signals, placement=placement).run()
         clean = True
         return 0
-    except Stopped as exc:
+    except (Stopped, TooFewNodes) as exc:
         clean = True
         return report(exc)
     except (Exception, KeyboardInterrupt) as exc:

@@ -23,15 +23,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0) -> int:
+def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0, elastic: bool = False) -> int:
     """Run N ranks to the end. Once one fails, the others get grace_s (their collective timeout
     plus a margin) to notice and stop on their own; a rank still running then (e.g. frozen) is
-    terminated, then killed."""
+    terminated, then killed. Elastic: a failed rank leaves the others running (they re-form the
+    world without it); the exit code is 0 when any rank finished, else the first a rank
+    returned by itself (75: below sync.min_nodes)."""
     port = port or free_port()
     procs = []
+    if elastic:
+        from sync.rendezvous import reset
+        reset(run_dir)  # a new launch of the run: the last launch's generations are forgotten
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), DISTRL_NODE_ADDR="127.0.0.1")
         for key in [k for k in env if k.startswith("SLURM_")]:
             del env[key]  # the spawned world is ours, not a Slurm step's
         procs.append(subprocess.Popen([sys.executable, "-m", "launch.node", run_dir], env=env))
@@ -51,7 +56,8 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0) -> 
                     codes[rank] = p.returncode
                     if p.returncode != 0:
                         log.error("node rank %d exited with code %d", rank, p.returncode)
-                        deadline = deadline or time.time() + grace_s
+                        if not elastic:
+                            deadline = deadline or time.time() + grace_s
             if deadline and time.time() > deadline:
                 for rank, p in enumerate(procs):
                     if rank not in codes:
@@ -69,4 +75,8 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0) -> 
         for s, h in old.items():
             signal.signal(s, h)
     bad = [codes[r] for r in range(n) if codes[r] != 0]
+    if elastic and len(bad) < n:
+        return 0
+    if elastic and bad:  # the code of a rank that ended on its own (not killed) tells how the run ended
+        return next((c for c in bad if c > 0), bad[0])
     return bad[0] if bad else 0

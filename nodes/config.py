@@ -179,6 +179,17 @@ class SyncConfig:
     stats_every: int = 10
     backend: str = "auto"  # auto: nccl when train.device is cuda, else gloo
     master_port: int = 0  # 0: from the job id (Slurm) or a free port (local spawner)
+    # Elastic membership (sync/rendezvous.py): a lost node costs the others one re-formed world,
+    # not the run, and nodes started later join (`python -m launch.node RUN_DIR`). On by default:
+    # every rank holds the same state after every iteration, so nothing is reloaded, and a
+    # researcher whose node fails mid-run wants the rest to go on. false: a lost node ends the run
+    # (every survivor exits naming it; a relaunch resumes from the last checkpoint).
+    elastic: bool = True
+    min_nodes: int = 1  # fewer left than this: the run stops with a checkpoint (exit 75)
+    max_nodes: int = 0  # nodes waiting beyond this many are turned away (0: no bound)
+    # after a loss, how long a survivor waits for the others it did not see lost before the new
+    # world forms without them (a late one joins the next world)
+    settle_s: float = 5.0
 
 
 @dataclass
@@ -374,6 +385,11 @@ def validate(cfg: Any) -> None:
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
     need(y.check_every >= 1, f"sync.check_every must be >= 1, got {y.check_every}")
     need(y.stats_every >= 1, f"sync.stats_every must be >= 1, got {y.stats_every}")
+    need(y.min_nodes >= 1, f"sync.min_nodes must be >= 1, got {y.min_nodes}")
+    need(y.min_nodes <= cfg.nodes, f"sync.min_nodes ({y.min_nodes}) must be <= nodes ({cfg.nodes})")
+    need(y.max_nodes == 0 or y.max_nodes >= cfg.nodes,
+         f"sync.max_nodes must be 0 (no bound) or >= nodes ({cfg.nodes}), got {y.max_nodes}")
+    need(y.settle_s > 0, f"sync.settle_s must be > 0, got {y.settle_s}")
     need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
     need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
     _validate_population(cfg)

@@ -49,3 +49,17 @@ class Stopped(Exception):
 
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+
+
+class PeerLost(RuntimeError):
+    """A collective failed because a rank is gone (sync.peers raises it); the message names it (one
+    line), `ranks` too (empty when it is not known which). Here, not in sync/, so that the node
+    can survive one (sync.elastic) without knowing anything of torch.distributed."""
+
+    def __init__(self, message: str, ranks=()):
+        super().__init__(message)
+        self.ranks = list(ranks)
+
+
+class TooFewNodes(RuntimeError):
+    """Elastic: fewer nodes are left than sync.min_nodes; the run stops with a checkpoint."""

@@ -23,6 +23,7 @@ iteration), and every `sync.check_every` iterations a parameter-checksum compari
 """
 from __future__ import annotations
 
+import io
 import json
 import logging
 import math
@@ -40,7 +41,7 @@ from nodes.batcher import Batcher, wait_for_batch, wait_for_members
 from nodes.buffers import SlotBatch
 from nodes.config import in_rounds, need_envs_for, slots_per_batch
 from nodes.envs import env_spec
-from nodes.errors import Stopped, one_line
+from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
 from nodes.members import Members
 from nodes.memory import MemoryWatch, Sample
 from nodes.models import deterministic_kernels, param_checksum
@@ -66,8 +67,12 @@ class Node:
         this host cannot run the layout."""
         self.cfg = cfg
         self.peers = peers or Solo()
+        self.elastic = self.peers.elastic  # sync.elastic: the world may change during the run
+        self._writer_forced = is_writer
         self.rank, self.world = self.peers.rank, self.peers.world_size
         self.is_writer = self.peers.is_writer if is_writer is None else is_writer
+        self.tb: TensorBoard | None = None  # the writer's
+        self.membership: list[dict] = []  # elastic: each change of the world (summary.json, TensorBoard)
         self.run_dir = cfg.run_dir
         self.placement = placement or here(cfg, solo=self.world == 1)
         apply(cfg, self.placement)
@@ -266,7 +271,13 @@ class Node:
         for p, (learner, batch) in enumerate(zip(self.members.learners, batches)):
             if batch is None:
                 batch = self._empty_batch()
-            train = learner.train_step(batch, stop)
+            try:
+                train = learner.train_step(batch, stop)
+            except PeerLost:  # elastic: this and the later members' batches are dropped
+                for q in range(p, len(batches)):
+                    if batches[q] is not None and batches[q].num_samples:
+                        self.batchers[q].release(batches[q])
+                raise
             self.learner.clock(PUBLISH)
             if train["global_samples"]:
                 self.pool.weights[p].publish(learner.model, learner.version)
@@ -307,18 +318,23 @@ class Node:
             self.held = batch
             train = self.learner.train_step(batch, stop)
         else:
-            train = self.learner.train_step(batch, stop)
+            try:
+                train = self.learner.train_step(batch, stop)
+            except PeerLost:  # elastic: the batch is dropped, its slots go back to the envs
+                self.batcher.release(batch)
+                raise
             clock(PUBLISH)
             self.pool.weights[0].publish(self.model, self.learner.version)
             self.batcher.release(batch)
         clock(STATS)
         return train
 
-    def _train(self, tb: TensorBoard | None) -> None:
-        """Start the workers, then iterate until every rank has voted to stop."""
+    def _train(self) -> None:
+        """Start the workers (elastic: they run already), then iterate until every rank has voted to stop."""
         cfg, t, s = self.cfg, self.cfg.train, self.cfg.sampler
         min_slots = math.ceil(cfg.sync.min_batch_frac * slots_per_batch(s))
-        self._start("train")
+        if self.pool is None:
+            self._start("train")
         self.stats.start_time = time.time()
         self.stats.start_frames = self.stats.env_frames
         next_status = time.time() + t.status_every_s
@@ -326,14 +342,22 @@ class Node:
         log.info("training: %d rollout workers x %d envs, %d policy worker(s), learner %d thread(s), batch %d, "
                  "rollout %d, %s%s", s.num_workers, s.envs_per_worker, s.num_policy_workers, torch.get_num_threads(),
                  s.batch_size, s.rollout, t.precision, f", rank {self.rank} of {self.world}" if self.world > 1 else "")
-        self.signal_is_vote = self.world > 1
+        self.signal_is_vote = self.world > 1 or self.elastic
         stop = self._stop_wanted()
         while not stop:
-            train, stop, gathered = self._iteration(min_slots)
-            if tb:
-                tb.write(self.stats, train, self.ranks if gathered else None)
+            try:
+                train, stop, gathered = self._iteration(min_slots)
+            except PeerLost as exc:
+                if not self.elastic:
+                    raise
+                log.warning("%s: the survivors re-form the world", one_line(exc))
+                self._regroup(exc.ranks)
+                stop = self._frames_done()  # the votes of this rank alone ride in the next all-reduce
+                continue
+            if self.tb:
+                self.tb.write(self.stats, train, self.ranks if gathered else None)
                 if self.members.tracked:
-                    tb.write_members(self.stats.env_frames, self.member_trains, self.members, gathered)
+                    self.tb.write_members(self.stats.env_frames, self.member_trains, self.members, gathered)
             if self.new_events and self.is_writer:
                 self._record_events(self.new_events)
             self.new_events = []
@@ -346,9 +370,102 @@ class Node:
             if now >= next_ckpt:
                 next_ckpt = now + t.checkpoint_every_s
                 self.save_checkpoint()
+            if not stop and self.peers.changes_pending():  # a node waits to join: every rank knows
+                self._regroup([])
         self.signal_is_vote = False
         if self.signals.received is not None:
             raise Stopped(self.signals.received)
+
+    # ----------------------------------------------------------------- elastic membership
+    def _adopt_world(self) -> None:
+        """This rank's place in the (new) world; the writer's duties go to its rank 0, the lowest
+        node id left: TensorBoard opened there, closed on a node that is no longer rank 0."""
+        self.rank, self.world = self.peers.rank, self.peers.world_size
+        self.is_writer = self.peers.is_writer if self._writer_forced is None else self._writer_forced
+        if self.is_writer and self.tb is None:
+            self.tb = TensorBoard(os.path.join(self.run_dir, "tb"))
+        elif not self.is_writer and self.tb is not None:
+            self.tb.close()
+            self.tb = None
+
+    def _enter(self) -> None:
+        """Elastic start: the workers first (a node joining a running world makes it wait only for
+        the state's broadcast, not for its engines to start), then the run's next generation, the
+        population's groups, and the state of the rank that went furthest."""
+        self._start("train")
+        t0 = time.time()
+        change = self.peers.connect()
+        self.peers.add_members(self.members.size)
+        self._adopt_world()
+        self._sync_state()
+        for learner in self.members.learners:
+            self.peers.check_agreement(learner.model, learner.version)
+        change.update(time=round(time.time(), 3), iteration=self.iterations, env_frames=self.stats.env_frames,
+                      policy_version=self.learner.version, seconds=round(time.time() - t0, 3))
+        self.membership.append(change)
+        log.info("node %d is rank %d of %d (generation %d, nodes %s)", self.peers.node, self.rank, self.world,
+                 change["generation"], change["nodes"])
+        if self.tb:
+            self.tb.write_membership(self.stats.env_frames, self.world, len(self.membership))
+        if self.world < self.cfg.sync.min_nodes:
+            raise TooFewNodes(f"{self.world} node(s) came, below sync.min_nodes={self.cfg.sync.min_nodes}")
+
+    def _regroup(self, lost: list[int]) -> None:
+        """The world changed (ranks `lost`, or nodes waiting to join): form the next one, take the
+        state of the survivor that went furthest, check that every rank holds the same parameters,
+        record the change; below sync.min_nodes, TooFewNodes (the run stops with a checkpoint)."""
+        t0, before = time.time(), self.world
+        while True:
+            try:
+                change = self.peers.regroup(lost)
+                self._adopt_world()
+                self._sync_state()
+                for learner in self.members.learners:
+                    self.peers.check_agreement(learner.model, learner.version)
+                break
+            except PeerLost as exc:  # another loss while changing: form the next one
+                log.warning("%s: forming the world again", one_line(exc))
+                lost = exc.ranks
+        self.ranks = RankStats()  # per-rank rows are by rank, and the ranks changed
+        self.since_gather = 0
+        change.update(time=round(time.time(), 3), iteration=self.iterations, env_frames=self.stats.env_frames,
+                      policy_version=self.learner.version, seconds=round(time.time() - t0, 3))
+        self.membership.append(change)
+        log.info("world changed: %d -> %d nodes (left %s, joined %s) in %.1f s, generation %d, now rank %d",
+                 before, self.world, change["left"] or "none", change["joined"] or "none", change["seconds"],
+                 change["generation"], self.rank)
+        if self.tb:
+            self.tb.write_membership(self.stats.env_frames, self.world, len(self.membership))
+        if self.world < self.cfg.sync.min_nodes:
+            lost_ids = sorted({n for c in self.membership for n in c["left"]} - set(change["nodes"]))
+            raise TooFewNodes(f"{self.world} node(s) left, below sync.min_nodes={self.cfg.sync.min_nodes} "
+                              f"(lost node {', '.join(map(str, lost_ids))}): checkpoint written, relaunch to resume")
+
+    def _sync_state(self) -> None:
+        """Every rank takes the learners' state, frame count and iteration count of the rank that
+        went furthest (elastic start, and after every change); the workers get the weights."""
+        progress = sum(m.version for m in self.members.learners)
+        data = self.peers.share(progress, self._state_bytes)
+        if data is None:
+            return
+        state = torch.load(io.BytesIO(data), map_location=self.learner.device, weights_only=True)
+        self.members.load_state_dict(state["members"], "the state a peer sent")
+        self.stats.env_frames = int(state["env_frames"])
+        self.iterations = int(state["iterations"])
+        if self.pool is not None:
+            for p, learner in enumerate(self.members.learners):
+                self.pool.weights[p].publish(learner.model, learner.version)
+            if self.members.weighs_terms:
+                self.pool.control.shaping.copy_(self.members.shaping_table())
+            for batcher in self.batchers:  # trajectories collected before: an older policy's, dropped
+                while (batch := batcher.take_partial(1)) is not None:
+                    batcher.release(batch)
+
+    def _state_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        torch.save({"members": self.members.state_dict(), "env_frames": self.stats.env_frames,
+                    "iterations": self.iterations}, buf)
+        return buf.getvalue()
 
     def _members_line(self) -> str:
         """A population's part of the status line: each member's recent reward (or win rate) over all
@@ -375,14 +492,19 @@ class Node:
         """Train; returns the summary (also written to run_dir/summary.json by the writer)."""
         os.makedirs(self.run_dir, exist_ok=True)
         self.restore()  # a checkpoint that does not fit: CheckpointError before anything started
-        self.peers.add_members(self.members.size)
-        for learner in self.members.learners:
-            self.peers.start(learner.model, learner.optimizer)
-        tb = TensorBoard(os.path.join(self.run_dir, "tb")) if self.is_writer else None
+        if not self.elastic:
+            self.peers.add_members(self.members.size)
+            for learner in self.members.learners:
+                self.peers.start(learner.model, learner.optimizer)
+            self._adopt_world()
         outcome, error = "finished", None
         with self.signals:
             try:
-                self._train(tb)
+                if self.elastic:
+                    self._enter()
+                self._train()
+            except TooFewNodes as exc:
+                outcome, error = "stopped: below sync.min_nodes", exc
             except Stopped as exc:
                 outcome, error = f"stopped by {exc}", exc
             except KeyboardInterrupt as exc:
@@ -401,8 +523,8 @@ class Node:
                         else:
                             log.warning("final checkpoint not written either: %s", one_line(exc))
                 summary = self.summary(seconds, outcome, collective=outcome != "failed")
-                if tb:
-                    tb.close()
+                if self.tb:
+                    self.tb.close()
                 shown = {k: v for k, v in summary.items() if k != "param_checksums"}
                 log.info("run %s: %s", outcome, json.dumps(shown))
         if error is not None:
@@ -438,6 +560,8 @@ class Node:
             samples_per_rank=[int(x) for x in self.ranks.samples],
             sync_share_per_rank=self.ranks.sync_shares(),
         )
+        if self.elastic:  # each change of the world this rank saw (the writer's: from its start on)
+            summary.update(membership=self.membership, node=self.peers.node)
         if self.members.tracked:  # each member: version, hyper-parameters, figures over all ranks, checksums
             summary.update(population=self.members.summary(member_sums), pbt_events=self.members.pbt.events,
                            snapshots_taken=self.members.snapshots_taken)

@@ -20,6 +20,7 @@ from nodes.models import param_checksum
 class Peers(ABC):
     rank: int
     world_size: int
+    elastic = False  # sync.elastic: the world may change (connect, regroup, share below)
     # the parameter digest every rank last agreed on (check_agreement): what the summary reports
     # after a failure, when a collective cannot run and a GPU may not be touched again
     last_checksum: str | None = None
@@ -28,6 +29,26 @@ class Peers(ABC):
     def is_writer(self) -> bool:
         """Only one node writes logs, TensorBoard, checkpoints and the summary: rank 0."""
         return self.rank == 0
+
+    def connect(self) -> dict | None:
+        """Elastic: enter the run's world; returns the change as `regroup` does (a fixed world is
+        connected when made: None)."""
+        return None
+
+    def changes_pending(self) -> bool:
+        """Elastic: the world changes after this iteration (a node waits to join); the same answer
+        on every rank (it rode in the iteration's gradient all-reduce)."""
+        return False
+
+    def regroup(self, lost: list[int] = ()) -> dict:
+        """Elastic: form the next world, without the `lost` ranks, with the nodes waiting to join;
+        returns the change ({generation, nodes, world_size, left, joined})."""
+        raise NotImplementedError("a fixed world cannot change")
+
+    def share(self, progress: int, state) -> bytes | None:
+        """Elastic: every rank takes the state (bytes from `state()`) of the rank with the highest
+        `progress`; returns those bytes, or None on that rank."""
+        raise NotImplementedError("a fixed world starts from rank 0 (start)")
 
     @abstractmethod
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:

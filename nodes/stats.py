@@ -173,6 +173,11 @@ class TensorBoard:
         from torch.utils.tensorboard import SummaryWriter
         self.writer = SummaryWriter(log_dir=log_dir)
 
+    def write_membership(self, frames: int, world_size: int, changes: int) -> None:
+        """Elastic: the world's size and the count of changes so far, at each change."""
+        self.writer.add_scalar("membership/world_size", world_size, frames)
+        self.writer.add_scalar("membership/changes", changes, frames)
+
     def write(self, stats: RunStats, train: dict[str, float], ranks: RankStats | None = None) -> None:
         """ranks: when this iteration gathered every rank's row (the merged reward, each rank's
         samples and all-reduce seconds per iteration since the gather before); None between

@@ -51,7 +51,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from nodes.errors import one_line
+from nodes.errors import PeerLost, one_line
 from nodes.models import param_checksum
 from nodes.peers import Peers
 from sync.world import World
@@ -61,10 +61,7 @@ STALE_BEATS = 2.5  # a heartbeat unchanged for this many periods: the rank is go
 NCCL_SLACK = timedelta(seconds=60)  # NCCL's own timeout is ours plus this: only a backstop
 CLOSE_JOIN_S = 15.0  # longest wait for a thread or a peer when leaving (a heartbeat set() times out at 10 s)
 log = logging.getLogger("sync")
-
-
-class PeerLost(RuntimeError):
-    """A collective failed because a rank is gone; the message names it (one line)."""
+__all__ = ["DistPeers", "Diverged", "PeerLost"]  # PeerLost lives in nodes.errors (the node catches it)
 
 
 class Diverged(RuntimeError):
@@ -90,9 +87,13 @@ def collective_devices(device: str) -> tuple[torch.device, torch.device]:
 
 
 class DistPeers(Peers):
-    def __init__(self, world: World, sync_cfg, device: str = "cpu"):
+    def __init__(self, world: World, sync_cfg, device: str = "cpu", rendezvous=None):
+        """rendezvous (sync.rendezvous.Rendezvous): elastic membership; the world's rank is then
+        this node's id, and its rank in each generation is its place among the members."""
         self.world, self.cfg = world, sync_cfg
-        self.rank, self.world_size = world.rank, world.size
+        self.rendezvous = rendezvous
+        self.elastic = rendezvous is not None
+        self.node = world.rank  # elastic: the node's id for the whole run (its rank changes)
         self.backend = group_backend(device, sync_cfg.backend)
         self._nccl = "nccl" in self.backend
         self.device = torch.device(device)
@@ -102,44 +103,69 @@ class DistPeers(Peers):
         self.timeout = timedelta(seconds=sync_cfg.timeout_s)
         self.last_checksum: str | None = None  # the digest all ranks last agreed on
         self._failed = False
-        # torchrun may host the store in its agent already (TORCHELASTIC_USE_AGENT_STORE): then
-        # every rank, rank 0 included, is a client of it.
-        host_store = world.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+        self._members = 1
+        self._join_seen = False  # elastic: this rank saw a node waiting to join
+        self._pending = False  # elastic: some rank saw one (it rode in the last gradient all-reduce)
+        self._watched: tuple[str, float] | None = None  # (what, since) of the call in progress
+        self._dog_stop = threading.Event()
+        self._stop_hb = threading.Event()
+        self._hb: threading.Thread | None = None
         if self._nccl:
             # our watch names a lost peer and aborts the group; NCCL's watchdog must not abort
             # the process first on the peer's error (torch's advice for _abort_process_group)
             os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
-        self.store = dist.TCPStore(world.master_addr, world.master_port, world.size,
-                                   is_master=host_store, timeout=self.timeout)
-        dist.init_process_group(self.backend, store=self.store, rank=world.rank, world_size=world.size,
+        self.generation = None
+        if self.elastic:  # the world is found by connect(), once the node's workers run
+            self.rank, self.world_size = self.node, world.size
+        else:
+            # torchrun may host the store in its agent already (TORCHELASTIC_USE_AGENT_STORE): then
+            # every rank, rank 0 included, is a client of it.
+            host = world.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+            self._connect(world.master_addr, world.master_port, world.rank, world.size, host)
+        self._dog = threading.Thread(target=self._watchdog, name="watchdog", daemon=True)
+        self._dog.start()
+
+    def _connect(self, addr: str, port: int, rank: int, size: int, host: bool) -> None:
+        """Join one world: its store, the process group, the heartbeat thread."""
+        self.rank, self.world_size = rank, size
+        self._addr, self._port = addr, port
+        self.store = dist.TCPStore(addr, port, size, is_master=host, timeout=self.timeout)
+        dist.init_process_group(self.backend, store=self.store, rank=rank, world_size=size,
                                 timeout=self.timeout + NCCL_SLACK if self._nccl else self.timeout,
                                 device_id=self.device if self._nccl else None)
         if self._nccl:  # the timeout above is NCCL's backstop; gloo's calls keep ours
             with contextlib.suppress(AttributeError, RuntimeError):  # a private API: else gloo keeps the backstop
                 dist.group.WORLD._get_backend(torch.device("cpu")).set_timeout(self.timeout)
-        self._ready_needed = max(1, math.ceil(sync_cfg.ready_frac * world.size))
+        self._failed = False
+        self._ready_needed = max(1, math.ceil(self.cfg.ready_frac * size))
         self._last_poll, self._last_ready = 0.0, False
-        self._stop_hb = threading.Event()
         self.keys = dist.PrefixStore("distrl/", self.store)  # our keys apart from the group's
+        self._stop_hb = threading.Event()
         self._hb_store = dist.PrefixStore("distrl/", dist.TCPStore(
-            world.master_addr, world.master_port, world.size, is_master=False, timeout=timedelta(seconds=10)))
-        self._hb = threading.Thread(target=self._heartbeat, name="heartbeat", daemon=True)
+            addr, port, size, is_master=False, timeout=timedelta(seconds=10)))
+        self._hb = threading.Thread(target=self._heartbeat, args=(self._stop_hb, self._hb_store),
+                                    name="heartbeat", daemon=True)
         self._hb.start()
-        self._watched: tuple[str, float] | None = None  # (what, since) of the call in progress
         self._probe = None  # the main thread's store connection for heartbeat checks
         self._beats: dict[int, tuple[bytes | None, float]] = {}  # rank -> (heartbeat, seen since)
-        self._dog = threading.Thread(target=self._watchdog, name="watchdog", daemon=True)
-        self._dog.start()
         self._groups = [None]  # each population member's gradient group (None: the world's)
+        if self._members > 1:
+            self.add_members(self._members)
 
     # ------------------------------------------------------------------ failures
-    def _heartbeat(self) -> None:
-        while not self._stop_hb.is_set():
+    def _heartbeat(self, stop: threading.Event, store) -> None:
+        """Every second: this rank's beat in its world's store; elastic, a look for a node waiting
+        to join (the rendezvous file)."""
+        rank, gen = self.rank, self.generation
+        while not stop.is_set():
             try:
-                self._hb_store.set(f"hb/{self.rank}", repr(time.time()))
+                store.set(f"hb/{rank}", repr(time.time()))
             except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
                 return
-            self._stop_hb.wait(HEARTBEAT_S)
+            if gen is not None and not self._join_seen:
+                with contextlib.suppress(Exception):
+                    self._join_seen = self.rendezvous.join_waiting(gen.number)
+            stop.wait(HEARTBEAT_S)
 
     @contextmanager
     def _watch(self, what: str):
@@ -151,7 +177,7 @@ class DistPeers(Peers):
 
     def _watchdog(self) -> None:
         limit = self.cfg.timeout_s + 10.0
-        while not self._stop_hb.wait(1.0):
+        while not self._dog_stop.wait(1.0):
             watched = self._watched
             if watched is None or time.monotonic() - watched[1] < limit:
                 continue
@@ -172,8 +198,7 @@ class DistPeers(Peers):
         """Ranks whose heartbeat stopped (polled until one is stale, at most wait_s)."""
         try:
             probe = dist.PrefixStore("distrl/", dist.TCPStore(
-                self.world.master_addr, self.world.master_port, self.world_size, is_master=False,
-                timeout=timedelta(seconds=5)))
+                self._addr, self._port, self.world_size, is_master=False, timeout=timedelta(seconds=5)))
             deadline = time.time() + wait_s
             while True:
                 now, lost = time.time(), []
@@ -199,8 +224,7 @@ class DistPeers(Peers):
         try:
             if self._probe is None:
                 self._probe = dist.PrefixStore("distrl/", dist.TCPStore(
-                    self.world.master_addr, self.world.master_port, self.world_size, is_master=False,
-                    timeout=timedelta(seconds=5)))
+                    self._addr, self._port, self.world_size, is_master=False, timeout=timedelta(seconds=5)))
             for r in range(self.world_size):
                 if r == self.rank:
                     continue
@@ -227,7 +251,7 @@ class DistPeers(Peers):
                 lost = self.stale_ranks()
                 if lost:
                     raise PeerLost(f"rank {self.rank}: lost rank {', '.join(map(str, lost))} during {what} "
-                                   f"(no heartbeat for {STALE_BEATS * HEARTBEAT_S:.1f} s)")
+                                   f"(no heartbeat for {STALE_BEATS * HEARTBEAT_S:.1f} s)", lost)
                 if now - start > self.cfg.timeout_s:
                     raise PeerLost(f"rank {self.rank}: a peer stopped answering during {what} "
                                    f"(no answer for {self.cfg.timeout_s:g} s)")
@@ -259,7 +283,7 @@ class DistPeers(Peers):
                 raise
             lost = self.lost_ranks()
             who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer failed"
-            raise PeerLost(f"rank {self.rank}: {who} during {what} ({one_line(exc)[:200]})") from None
+            raise PeerLost(f"rank {self.rank}: {who} during {what} ({one_line(exc)[:200]})", lost) from None
 
     # ------------------------------------------------------------------ the interface
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
@@ -286,6 +310,8 @@ class DistPeers(Peers):
         """Member p > 0 all-reduces in a group of its own (every rank: each node hosts the whole
         population), so a member's collectives never queue behind another's on one communicator
         (NCCL orders a communicator's operations) and members may reduce concurrently."""
+        self._members = members  # elastic: made again in every new world
+
         def run():
             for _ in range(1, members):
                 self._groups.append(dist.new_group(list(range(self.world_size)), timeout=self.timeout))
@@ -295,24 +321,26 @@ class DistPeers(Peers):
                          sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
         params = [p for p in model.parameters() if p.grad is not None]
         extra = [] if sums is None else [sums.reshape(-1)]
-        # [gradients x samples | sums | samples | stop vote]: one collective for all. The two scalars
-        # are written in place (fill kernels), not copied from a host tensor: no host sync on CUDA
-        flat = torch.cat([p.grad.reshape(-1) for p in params] + extra + [torch.zeros(2, device=params[0].device)])
-        size = flat.numel() - 2 - (0 if sums is None else sums.numel())
+        # [gradients x samples | sums | samples | stop vote | a join seen]: one collective for all. The
+        # scalars are written in place (fill kernels), not copied from a host tensor: no host sync on CUDA
+        flat = torch.cat([p.grad.reshape(-1) for p in params] + extra + [torch.zeros(3, device=params[0].device)])
+        size = flat.numel() - 3 - (0 if sums is None else sums.numel())
         flat[:size].mul_(float(num_samples))
-        flat[-2] = float(num_samples)
-        flat[-1] = float(stop)
+        flat[-3] = float(num_samples)
+        flat[-2] = float(stop)
+        flat[-1] = float(self._join_seen)
         what = "the gradient all-reduce" + (f" of population member {member}" if member else "")
         group = self._groups[member]
         self._guard(what, lambda: self._wait(dist.all_reduce(flat, group=group, async_op=True), what))
-        total, votes = flat[-2:].tolist()  # only once it completed: on CUDA this is the host sync
+        total, votes, joins = flat[-3:].tolist()  # only once it completed: on CUDA this is the host sync
+        self._pending = self._pending or joins > 0
         flat[:size].div_(max(total, 1.0))  # a population member with no samples anywhere: zeros
         offset = 0
         for p in params:
             p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
             offset += p.numel()
         if sums is not None:
-            sums.copy_(flat[size:-2].view_as(sums))
+            sums.copy_(flat[size:-3].view_as(sums))
         return int(round(total)), votes > 0
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -353,6 +381,66 @@ class DistPeers(Peers):
         self._last_ready = count >= self._ready_needed
         return self._last_ready
 
+    # ------------------------------------------------------------------ elastic membership
+    def connect(self) -> dict | None:
+        """Elastic: enter the run's next generation (the first, or the one a running world forms
+        for the nodes waiting to join); returns the change as regroup does. A fixed world
+        connected when it was made: None."""
+        if not self.elastic or self.generation is not None:
+            return None
+        gen = self.generation = self.rendezvous.join()
+        self._connect(gen.store_addr, gen.store_port, gen.rank_of(self.node), len(gen.members), host=False)
+        return self._change(self.rendezvous.members(gen.number - 1), gen)
+
+    @staticmethod
+    def _change(before, gen) -> dict:
+        return dict(generation=gen.number, nodes=list(gen.members), world_size=len(gen.members),
+                    left=sorted(set(before) - set(gen.members)), joined=sorted(set(gen.members) - set(before)))
+
+    def changes_pending(self) -> bool:
+        """A node waits to join, as some rank saw and the last gradient all-reduce told every rank."""
+        return self._pending
+
+    def regroup(self, lost: list[int] = ()) -> dict:
+        """Leave this world and enter the next generation (sync.rendezvous): the survivors of a
+        loss (`lost`: the ranks this one saw lost), or everyone with the nodes waiting to join.
+        The old world's heartbeat goes on until the new one is formed, so a slower survivor still
+        sees this rank alive. Returns the change (generation, who left, who joined, size)."""
+        old = self.generation
+        lost_nodes = [old.members[r] for r in lost if 0 <= r < len(old.members)]
+        self._leave_group()
+        gen = self.rendezvous.join(lost_nodes, after=old.number)
+        self._stop_heartbeat()
+        self._join_seen = self._pending = False
+        self.generation = gen
+        self._connect(gen.store_addr, gen.store_port, gen.rank_of(self.node), len(gen.members), host=False)
+        return self._change(old.members, gen)
+
+    def share(self, progress: int, state) -> bytes | None:
+        """After a membership change: every rank takes the state of the rank that went furthest
+        (the highest `progress`, the lowest rank among equals; a lost gradient all-reduce may
+        have completed on some survivors and not on others, and a newcomer has none). `state()`
+        makes this rank's bytes if it is the source; returns the source's bytes, None on the source."""
+        rows = self.gather_stats([float(progress)])
+        best = max(range(self.world_size), key=lambda r: (rows[r][0], -r))
+        obj = [state() if self.rank == best else None]
+        self._guard("the state broadcast", dist.broadcast_object_list, obj, best, None, self.small_device)
+        return None if self.rank == best else obj[0]
+
+    def _leave_group(self) -> None:
+        """Drop the failed (or finished) process group. NCCL: aborted, its kernels may wait forever."""
+        if self._nccl:
+            self._fail()
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+
+    def _stop_heartbeat(self) -> None:
+        self._stop_hb.set()
+        if self._hb is not None:
+            self._hb.join(CLOSE_JOIN_S)
+            if self._hb.is_alive():
+                log.warning("rank %d: the heartbeat thread is still in a store call", self.rank)
+
     def close(self, clean: bool = True) -> None:
         """Leave the group. The heartbeat and watchdog threads are joined first: a daemon thread
         still inside a torch call when the interpreter exits aborts the whole process ("terminate
@@ -361,6 +449,12 @@ class DistPeers(Peers):
         last store call before it goes, since its process hosts the store. An NCCL group left after
         a failure is aborted: destroying it would wait for kernels that never end."""
         self._stop_hb.set()
+        self._dog_stop.set()
+        if self._hb is None:  # elastic, never connected
+            self._dog.join(3.0)
+            if self.rendezvous is not None:
+                self.rendezvous.close()
+            return
         for thread, wait_s in ((self._hb, CLOSE_JOIN_S), (self._dog, 3.0)):
             thread.join(wait_s)
             if thread.is_alive():
@@ -372,6 +466,8 @@ class DistPeers(Peers):
                 dist.destroy_process_group()
         if clean:
             self._closing_handshake()
+        if self.rendezvous is not None:
+            self.rendezvous.close()
 
     def _closing_handshake(self) -> None:
         try:

@@ -1,0 +1,232 @@
+"""Elastic membership: who is in the run's world now (sync.elastic=true).
+
+The run's rendezvous is a `torch.distributed.FileStore` in the run directory
+(`<run_dir>/elastic/store`), not a store hosted by a rank: the run directory is already the run's
+shared state (every node reads its config there and the writer checkpoints there, so on a cluster
+it is on a shared filesystem), and a file outlives any node, rank 0 included. torch's elastic
+rendezvous was the other candidate: its c10d backend keeps the store in the first agent's
+process (lost with that node), and its etcd backend needs an etcd service beside the cluster.
+The FileStore is only used at membership changes (and polled once a second for joiners); the
+traffic of a generation (the process group's set-up, heartbeats, ready counters) goes through a
+TCPStore hosted by a small child process of the generation's lowest node (`store_keeper`), so
+freezing that node's trainer (SIGSTOP) does not freeze the store, and killing it does (its store
+keeper dies with it, and the survivors see the store gone).
+
+Keys (all in the FileStore):
+    ids               counter: nodes started later take ids nodes, nodes+1, ...
+    gen               the last generation formed (absent before the first)
+    round/<g>         the arrivals for generation g: "id:lost.lost,id:...", then, once closed, "|" and
+                      the members chosen ("|0.1.3")
+    gen/<g>/store     "host:port" of generation g's TCPStore, set by its lowest node
+
+A generation is formed by a round: every node that wants to be in it appends itself (a survivor of
+a loss names the ranks it saw lost); the round closes once every member of the previous
+generation not named lost has arrived, or `settle_s` after a node's own arrival, whichever is
+first. A node that arrives after the close (or finds itself left out) waits for the next round
+and joins then, as a node started later does: nothing else tells a late survivor from a newcomer.
+The members are the arrivals (at most max_nodes, the previous members first), ranked by id.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch.distributed as dist
+
+CLOSED = "|"  # then the members chosen, "|0.1.3"
+POLL_S = 0.05
+
+
+class RunFull(RuntimeError):
+    """The run already has sync.max_nodes nodes."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    number: int
+    members: tuple[int, ...]  # node ids, sorted: a node's rank is its index
+    store_addr: str
+    store_port: int
+
+    def rank_of(self, node: int) -> int:
+        return self.members.index(node)
+
+
+def store_path(run_dir: str) -> str:
+    return os.path.join(run_dir, "elastic", "store")
+
+
+def reset(run_dir: str) -> None:
+    """A new launch of the run (launch.train, a Slurm submission): forget the last launch's
+    generations. Never called by a node that joins."""
+    path = store_path(run_dir)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(path)
+
+
+def host_address() -> str:
+    """How the other nodes reach this one: DISTRL_NODE_ADDR when set (the local spawner's
+    127.0.0.1), else the host name (a cluster's nodes resolve each other's)."""
+    return os.environ.get("DISTRL_NODE_ADDR") or socket.gethostname()
+
+
+def _parse(arrivals: str) -> tuple[list[tuple[int, set[int]]], tuple[int, ...] | None]:
+    """(the arrivals with the ranks each saw lost, the members once the round closed else None)."""
+    body, closed, chosen = arrivals.partition(CLOSED)
+    out = []
+    for item in filter(None, body.split(",")):
+        node, _, lost = item.partition(":")
+        out.append((int(node), {int(x) for x in lost.split(".") if x}))
+    return out, tuple(int(x) for x in chosen.split(".") if x) if closed else None
+
+
+class Rendezvous:
+    def __init__(self, run_dir: str, node: int | None, settle_s: float, timeout_s: float,
+                 min_nodes: int = 1, max_nodes: int = 0, first_size: int = 0):
+        """node: this node's id (None: a node started later takes the next free one); first_size:
+        how many nodes the first generation waits for (the launched count)."""
+        self.path = store_path(run_dir)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.store = dist.FileStore(self.path, -1)
+        self.settle_s, self.timeout_s = settle_s, timeout_s
+        self.min_nodes, self.max_nodes, self.first_size = min_nodes, max_nodes, first_size
+        self.node = node if node is not None else first_size + self.store.add("ids", 1) - 1
+        self.keepers: list[subprocess.Popen] = []  # the TCPStores this node hosts (one per generation it led)
+
+    # ------------------------------------------------------------------ reads
+    def _get(self, key: str) -> str | None:
+        return self.store.get(key).decode() if self.store.check([key]) else None
+
+    def current(self) -> int:
+        """The last generation formed, -1 before the first."""
+        value = self._get("gen")
+        return -1 if value is None else int(value)
+
+    def members(self, number: int) -> tuple[int, ...]:
+        """Generation `number`'s members (empty before the first, or for a round not closed)."""
+        return _parse(self._get(f"round/{number}") or "")[1] or () if number >= 0 else ()
+
+    def join_waiting(self, number: int) -> bool:
+        """Someone arrived for the round after generation `number` (a join, or a survivor)."""
+        return self.store.check([f"round/{number + 1}"])
+
+    # ------------------------------------------------------------------ a round
+    def _append(self, key: str, item: str) -> bool:
+        """Append to a round's arrivals; False when the round already closed."""
+        while True:
+            old = self._get(key) or ""
+            if CLOSED in old:
+                return False
+            new = f"{old},{item}" if old else item
+            if self.store.compare_set(key, old, new).decode() == new:
+                return True
+
+    def _close(self, key: str, number: int) -> tuple[int, ...]:
+        """Close a round (if nobody did yet) with its members: the arrivals, at most max_nodes of
+        them (the previous generation's members first, then by arrival), ranked by id."""
+        while True:
+            old = self._get(key) or ""
+            arrivals, chosen = _parse(old)
+            if chosen is not None:
+                return chosen
+            previous = set(self.members(number - 1))
+            ids = list(dict.fromkeys(node for node, _ in arrivals))
+            order = {n: i for i, n in enumerate(ids)}
+            ids.sort(key=lambda n: (n not in previous, order[n]))
+            chosen = tuple(sorted(ids[: self.max_nodes] if self.max_nodes else ids))
+            new = old + CLOSED + ".".join(map(str, chosen))
+            if self.store.compare_set(key, old, new).decode() == new:
+                return chosen
+
+    def _complete(self, arrivals: list[tuple[int, set[int]]], number: int) -> bool:
+        """Every node the round waits for is here: the previous generation's members that nobody
+        saw lost (the first generation: first_size nodes)."""
+        here = {node for node, _ in arrivals}
+        if number == 0:
+            return len(here) >= self.first_size
+        lost = set().union(*(lost for _, lost in arrivals))
+        return (set(self.members(number - 1)) - lost) <= here
+
+    def join(self, lost: list[int] = (), after: int | None = None) -> Generation:
+        """Take part in the next round (after generation `after`, default the current one) until
+        a generation that includes this node is formed; returns it. A node left out of a round
+        (late, or beyond max_nodes) takes part in the next. TimeoutError after timeout_s."""
+        deadline = time.monotonic() + self.timeout_s
+        number = (self.current() if after is None else after) + 1
+        while True:
+            gen = self._round(number, lost, deadline)
+            if gen is not None:
+                return gen
+            number = max(number + 1, self.current() + 1)
+            lost = ()
+
+    def _round(self, number: int, lost, deadline: float) -> Generation | None:
+        key = f"round/{number}"
+        if not self._append(key, f"{self.node}:{'.'.join(map(str, sorted(lost)))}"):
+            self._wait_formed(number, deadline)
+            return None
+        settle_at = time.monotonic() + (self.timeout_s if number == 0 else self.settle_s)
+        while True:
+            arrivals, members = _parse(self._get(key) or "")
+            if members is None and (self._complete(arrivals, number) or time.monotonic() >= settle_at):
+                members = self._close(key, number)
+            if members is not None:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no generation formed in {self.timeout_s:g} s")
+            time.sleep(POLL_S)
+        if self.node not in members:
+            if self.max_nodes and len(members) >= self.max_nodes:
+                raise RunFull(f"the run already has sync.max_nodes={self.max_nodes} nodes")
+            self._wait_formed(number, deadline)
+            return None
+        return self._store_of(number, members, deadline)
+
+    def _wait_formed(self, number: int, deadline: float) -> None:
+        while self.current() < number and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+
+    def _store_of(self, number: int, members: tuple[int, ...], deadline: float) -> Generation:
+        """The generation's TCPStore: hosted by its lowest node (a store keeper child), found by the others."""
+        key = f"gen/{number}/store"
+        if members[0] == self.node:
+            addr, port = self._host_store(len(members))
+            self.store.set(key, f"{addr}:{port}")
+            self.store.set("gen", str(number))
+        while (value := self._get(key)) is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"generation {number}'s store was not published in {self.timeout_s:g} s")
+            time.sleep(POLL_S)
+        addr, _, port = value.rpartition(":")
+        return Generation(number, members, addr, int(port))
+
+    def _host_store(self, size: int) -> tuple[str, int]:
+        keeper = subprocess.Popen([sys.executable, "-m", "sync.store_keeper", str(size), str(self.timeout_s)],
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                  cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        line = keeper.stdout.readline().strip()
+        if not line.isdigit():
+            keeper.kill()
+            raise RuntimeError(f"the store keeper did not start ({line!r})")
+        self.keepers.append(keeper)
+        return host_address(), int(line)
+
+    def close(self) -> None:
+        """Stop the store keepers this node started (they also end when this process does)."""
+        for keeper in self.keepers:
+            with contextlib.suppress(Exception):
+                keeper.stdin.close()
+                keeper.wait(5)
+        self.keepers = []
+
+
+def store_client(gen: Generation, timeout_s: float) -> dist.TCPStore:
+    return dist.TCPStore(gen.store_addr, gen.store_port, len(gen.members), is_master=False,
+                         timeout=timedelta(seconds=timeout_s))
