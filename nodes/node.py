@@ -354,6 +354,8 @@ class Node:
                 self._regroup(exc.ranks)
                 stop = self._frames_done()  # the votes of this rank alone ride in the next all-reduce
                 continue
+            if self.membership and "next_iteration" not in self.membership[-1]:  # how long a change cost
+                self.membership[-1]["next_iteration"] = round(time.time(), 3)
             if self.tb:
                 self.tb.write(self.stats, train, self.ranks if gathered else None)
                 if self.members.tracked:

@@ -41,6 +41,7 @@ import io
 import logging
 import math
 import os
+import socket
 import sys
 import threading
 import time
@@ -108,6 +109,8 @@ class DistPeers(Peers):
         self._pending = False  # elastic: some rank saw one (it rode in the last gradient all-reduce)
         self._watched: tuple[str, float] | None = None  # (what, since) of the call in progress
         self._dog_stop = threading.Event()
+        self._in_flight = None  # the collective being waited for
+        self._graveyard: list[tuple] = []  # elastic: groups left with a collective still waiting
         self._stop_hb = threading.Event()
         self._hb: threading.Thread | None = None
         if self._nccl:
@@ -196,6 +199,8 @@ class DistPeers(Peers):
 
     def lost_ranks(self, wait_s: float = 6 * HEARTBEAT_S) -> list[int]:
         """Ranks whose heartbeat stopped (polled until one is stale, at most wait_s)."""
+        if not self._store_answers():
+            return [0]
         try:
             probe = dist.PrefixStore("distrl/", dist.TCPStore(
                 self._addr, self._port, self.world_size, is_master=False, timeout=timedelta(seconds=5)))
@@ -216,6 +221,15 @@ class DistPeers(Peers):
                 time.sleep(0.5)
         except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
             return [0]
+
+    def _store_answers(self) -> bool:
+        """Whether the store's port still takes connections: a refused one names its host (rank 0)
+        lost at once, where a store client would retry for seconds."""
+        try:
+            with socket.create_connection((self._addr, self._port), timeout=2.0):
+                return True
+        except OSError:
+            return False
 
     def stale_ranks(self) -> list[int]:
         """Ranks whose heartbeat has not changed for STALE_BEATS periods, as seen by this rank's
@@ -244,6 +258,7 @@ class DistPeers(Peers):
         a second, give up after sync.timeout_s. A failed gloo work is completed, and wait() raises."""
         start = time.monotonic()
         next_look = start + HEARTBEAT_S
+        self._in_flight = work  # elastic: kept alive past a failure (see _leave_group)
         while not work.is_completed():
             now = time.monotonic()
             if now >= next_look:
@@ -428,9 +443,18 @@ class DistPeers(Peers):
         return None if self.rank == best else obj[0]
 
     def _leave_group(self) -> None:
-        """Drop the failed (or finished) process group. NCCL: aborted, its kernels may wait forever."""
+        """Drop the failed process group. NCCL: aborted, its kernels may wait forever. gloo: a
+        collective still waiting for a frozen peer cannot be aborted, and destroying its group
+        waits for it (up to the timeout); holding the group, its backend and the work keeps their
+        destructors from running, so the group is dropped at once and the work ends on its own
+        (at gloo's timeout) in its thread. Kept until the process ends."""
         if self._nccl:
             self._fail()
+        with contextlib.suppress(Exception):
+            world = dist.group.WORLD
+            self._graveyard.append((world, world._get_backend(torch.device("cpu")), self._in_flight,
+                                    list(self._groups)))
+        self._in_flight = None
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
 
