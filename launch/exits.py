@@ -32,6 +32,9 @@ def report(exc: BaseException) -> int:
         return 128 + exc.signum  # the node logged the signal and its final checkpoint
     if isinstance(exc, KeyboardInterrupt):
         return 130
+    if type(exc).__name__ == "RunOver":  # sync.rendezvous: a node came to join a run that has ended
+        print(f"{exc}", file=sys.stderr, flush=True)
+        return 0
     if isinstance(exc, TooFewNodes):
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return TOO_FEW_NODES

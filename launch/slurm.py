@@ -47,7 +47,9 @@ log = logging.getLogger("launch.slurm")
 ACTIVE_STATES = {"PENDING", "RUNNING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING", "SUSPENDED",
                  "COMPLETING", "CONFIGURING", "SIGNALING", "STAGE_OUT", "STOPPED", "SPECIAL_EXIT",
                  "RESV_DEL_HOLD", "POWER_UP_NODE", "UPDATE_DB"}
-_waiting: list[tuple[str, str, int, float]] = []  # launcher.wait=true: (job id, run dir, log offset, poll_s)
+# launcher.wait=true: (job id, run dir, log offset, poll_s); an array's later elements have no run dir (the
+# first streams the log)
+_waiting: list[tuple[str, str | None, int, float]] = []
 
 
 # ----------------------------------------------------------------------------- checks
@@ -72,6 +74,10 @@ def check(cfg: Config) -> None:
          f"launcher.signal_delay_s ({c.signal_delay_s}) must be shorter than the time limit "
          f"(launcher.time_min={c.time_min} min)")
     need(c.poll_s > 0, f"launcher.poll_s must be > 0, got {c.poll_s}")
+    need(not c.array or cfg.sync.elastic, "launcher.array=true needs sync.elastic=true: its elements join and "
+         "leave the run one by one")
+    need(not c.array or c.tasks_per_node == 1, "launcher.array=true runs one node per array element: "
+         f"launcher.tasks_per_node must be 1, got {c.tasks_per_node}")
     preempt_signal(c.signal)
     need(bool(re.fullmatch(r"[A-Za-z0-9_.-]+", c.job_name)),
          f"launcher.job_name must be letters, digits, '_', '.', '-', got '{c.job_name}'")
@@ -169,7 +175,9 @@ def submit(cfg: Config) -> str:
     sig = signal.Signals(preempt_signal(c.signal)).name.removeprefix("SIG")
     executor = submitit.SlurmExecutor(folder=os.path.join(cfg.run_dir, "slurm"), max_num_timeout=c.max_requeues)
     params = dict(
-        job_name=c.job_name, nodes=cfg.nodes // c.tasks_per_node, ntasks_per_node=c.tasks_per_node,
+        job_name=c.job_name, nodes=1 if c.array else cfg.nodes // c.tasks_per_node, ntasks_per_node=c.tasks_per_node,
+        # one job: a task that fails must not end the step's other tasks (sync.elastic re-forms without it)
+        srun_args=["--kill-on-bad-exit=0"] if cfg.sync.elastic else None,
         time=c.time_min, signal_delay_s=c.signal_delay_s, stderr_to_stdout=False,
         # requeue: the job requeues itself on the signal (some clusters default to JobRequeue=0);
         # signal: ours, not submitit's default (submitit's own handler gets the same name below)
@@ -185,20 +193,31 @@ def submit(cfg: Config) -> str:
         offset = os.path.getsize(os.path.join(cfg.run_dir, "train.log"))  # wait=true streams from here
     except OSError:
         offset = 0
+    if cfg.sync.elastic:
+        from sync.rendezvous import reset
+        reset(cfg.run_dir)  # a new launch: the last one's generations are forgotten (a requeue keeps them)
     try:
-        executor.update_parameters(**params)
+        executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
         with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr: one line below
-            job = executor.submit(SlurmTask(cfg.run_dir))
+            if c.array:
+                with executor.batch():
+                    jobs = [executor.submit(SlurmArrayTask(cfg.run_dir)) for _ in range(cfg.nodes)]
+            else:
+                jobs = [executor.submit(SlurmTask(cfg.run_dir))]
     except Exception as exc:  # noqa: BLE001 - sbatch refusals come back as submitit errors
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         errors = [ln for ln in lines if "error" in ln.lower()] or lines or [repr(exc)]
         raise ConfigError(f"sbatch refused the job: {errors[0]}") from None
-    nodes = cfg.nodes // c.tasks_per_node
-    print(f"submitted Slurm job {job.job_id}: {nodes} node(s) x {c.tasks_per_node} task(s)"
-          f"{', partition ' + c.partition if c.partition else ''}; run directory {cfg.run_dir}", flush=True)
+    where = f"{', partition ' + c.partition if c.partition else ''}; run directory {cfg.run_dir}"
+    if c.array:
+        print(f"submitted Slurm job array {jobs[0].job_id.split('_')[0]}: {cfg.nodes} element(s) of one node "
+              f"(jobs {' '.join(j.job_id for j in jobs)}){where}", flush=True)
+    else:
+        print(f"submitted Slurm job {jobs[0].job_id}: {cfg.nodes // c.tasks_per_node} node(s) x "
+              f"{c.tasks_per_node} task(s){where}", flush=True)
     if c.wait:
-        _waiting.append((job.job_id, cfg.run_dir, offset, c.poll_s))
-    return job.job_id
+        _waiting.extend((j.job_id, cfg.run_dir if i == 0 else None, offset, c.poll_s) for i, j in enumerate(jobs))
+    return jobs[0].job_id
 
 
 class SlurmTask:
@@ -226,7 +245,44 @@ class SlurmTask:
         """submitit's own handler of the signal (only outside training, where nothing new is
         unsaved): requeue the same task; it resumes from the latest checkpoint."""
         import submitit
-        return submitit.helpers.DelayedSubmission(SlurmTask(self.run_dir))
+        return submitit.helpers.DelayedSubmission(type(self)(self.run_dir))
+
+
+class SlurmArrayTask(SlurmTask):
+    """What every element of a launcher.array=true job array runs: node SLURM_ARRAY_TASK_ID of the
+    elastic run in run_dir. The elements form the first world together (sync.rendezvous); a
+    requeued element comes back with the same id and joins the world the others kept going.
+
+    Signals: SIGTERM (scancel of the element, `scontrol requeue`, a preemption) ends this node at
+    once; the others lose it and go on (one batch dropped), rather than the whole run stopping
+    as in one job. The preemption signal (launcher.signal, before the time limit) is a stop vote
+    as in one job: every element stops after the same iteration, the writer checkpoints, and each
+    element requeues itself."""
+
+    def __call__(self) -> int:
+        from launch.logs import rank_logging
+        from launch.node import load_config
+        from launch.ranks import make_rendezvous
+        from sync.world import World
+
+        cfg = load_config(self.run_dir)
+        node = int(os.environ["SLURM_ARRAY_TASK_ID"])
+        rendezvous = make_rendezvous(cfg, node)
+        rank_logging(cfg.run_dir, node)
+        signal.signal(signal.SIGTERM, _leave_now)  # not a vote: this element alone goes
+        code = run_slurm_rank(cfg, World(node, cfg.nodes, 0, "", 0, "slurm-array"), rendezvous)
+        if code:
+            raise SystemExit(code)
+        return 0
+
+
+def _leave_now(signum, frame) -> None:
+    """An array element told to go (SIGTERM): leave at once; the janitor ends the workers, the
+    store keeper ends with this process, the others re-form the world without this node."""
+    log.warning("node leaves the run on signal %d (the others go on without it)", signum)
+    for h in logging.getLogger().handlers:
+        h.flush()
+    os._exit(128 + signum)
 
 
 # ----------------------------------------------------------------------------- inside the job
@@ -268,25 +324,29 @@ def under_hydra_submitit() -> bool:
     return bool(os.environ.get("SUBMITIT_FOLDER")) and os.environ.get("SUBMITIT_EXECUTOR") == "slurm"
 
 
-def run_slurm_rank(cfg: Config, world) -> int:
-    """Train as one rank of a Slurm step (world None: a one-task job, the single-node fallback).
-    Returns the exit code; after the preemption signal, requeues the job and raises SystemExit."""
+def run_slurm_rank(cfg: Config, world, rendezvous=None) -> int:
+    """Train as one rank of a Slurm step (world None: a one-task job, the single-node fallback), or
+    as an array element (`rendezvous`: its elastic rendezvous). Returns the exit code; after the
+    preemption signal, requeues the job (an array: every element itself) and raises SystemExit."""
     sig = preempt_signal(cfg.launcher.signal)
     env = os.environ
     rank = world.rank if world else 0
     log.info("rank %d: Slurm job %s task %s on node %s (restart %s)", rank, env.get("SLURM_JOB_ID", "?"),
              env.get("SLURM_PROCID", "?"), env.get("SLURMD_NODENAME", "?"), env.get("SLURM_RESTART_COUNT", "0"))
-    stop_signals = (*DEFAULT_STOP_SIGNALS, sig)
-    if world is not None:
+    if rendezvous is not None:  # an array element: SIGTERM is its own, not a vote (SlurmArrayTask)
         from launch.ranks import run_rank
-        code = run_rank(cfg, world, stop_signals)
+        code = run_rank(cfg, world, (signal.SIGINT, sig), rendezvous)
+    elif world is not None:
+        from launch.ranks import run_rank
+        code = run_rank(cfg, world, (*DEFAULT_STOP_SIGNALS, sig))
     else:
         from launch.exits import run_node
-        code = run_node(cfg, stop_signals=stop_signals)
+        code = run_node(cfg, stop_signals=(*DEFAULT_STOP_SIGNALS, sig))
     if code != 128 + sig:
         return code
-    # every rank got the signal and stopped after the same iteration; rank 0 has checkpointed
-    if rank == 0 and not requeue(cfg):
+    # every rank got the signal and stopped after the same iteration; rank 0 has checkpointed.
+    # One job: rank 0 requeues it; an array: each element its own job
+    if (rank == 0 or rendezvous is not None) and not requeue(cfg):
         return code
     await_requeue_kill()
     # the job comes back: leave without a submitit result (it would mark the job as done)
@@ -354,13 +414,15 @@ def wait_submitted() -> int:
     last = {job: None for job, _ in jobs}
     unknown = {job: 0 for job, _ in jobs}  # neither scontrol nor sacct knows the job (any more)
     final = {}
-    prefix = len(jobs) > 1
+    prefix = sum(run_dir is not None for _, run_dir in jobs) > 1
     try:
         while len(final) < len(jobs):
             for job, run_dir in jobs:
                 if job in final:
                     continue
-                offsets[job] = _stream(os.path.join(run_dir, "train.log"), offsets[job], f"[{job}] " if prefix else "")
+                if run_dir is not None:
+                    offsets[job] = _stream(os.path.join(run_dir, "train.log"), offsets[job],
+                                           f"[{job}] " if prefix else "")
                 state, restarts, code = job_state(job)
                 if (state, restarts) != last[job]:
                     last[job] = (state, restarts)
@@ -368,8 +430,9 @@ def wait_submitted() -> int:
                     print(f"Slurm job {job}: {state}{again}", flush=True)
                 unknown[job] = unknown[job] + 1 if state == "UNKNOWN" else 0
                 if (state not in ACTIVE_STATES and state != "UNKNOWN") or unknown[job] > 30:
-                    time.sleep(0.5)  # the log's last lines
-                    _stream(os.path.join(run_dir, "train.log"), offsets[job], f"[{job}] " if prefix else "")
+                    if run_dir is not None:
+                        time.sleep(0.5)  # the log's last lines
+                        _stream(os.path.join(run_dir, "train.log"), offsets[job], f"[{job}] " if prefix else "")
                     final[job] = (state, code)
             if len(final) < len(jobs):
                 time.sleep(poll_s)
@@ -380,7 +443,8 @@ def wait_submitted() -> int:
     bad = {j: s for j, s in final.items() if s[0] != "COMPLETED"}
     for job, run_dir in jobs:
         state, code = final[job]
-        print(f"Slurm job {job} ended {state} (exit code {code}); run directory {run_dir}", flush=True)
+        print(f"Slurm job {job} ended {state} (exit code {code})" + (f"; run directory {run_dir}" if run_dir else ""),
+              flush=True)
     return 1 if bad else 0
 
 

@@ -287,6 +287,10 @@ class LauncherConfig:
     signal_delay_s: int = 120
     max_requeues: int = 20  # requeue on the signal at most this many times (SLURM_RESTART_COUNT)
     poll_s: float = 2.0  # wait=true: seconds between job-state queries
+    # true: a job array of `nodes` one-node jobs instead of one job (needs sync.elastic): an element
+    # that fails, is cancelled or is requeued leaves the run and the others go on; a requeued
+    # element rejoins when it runs again (launch/slurm.py SlurmArrayTask)
+    array: bool = False
 
 
 @dataclass

@@ -144,7 +144,10 @@ class Node:
     # ----------------------------------------------------------------- processes
     def _start(self, phase: str) -> None:
         s = self.cfg.sampler
-        self.pool = WorkerPool(self.cfg, self.rank, self.spec, self.members.models, self.signals, self._on_episode,
+        # the envs' seeds by rank; elastic by node id (the workers start before the node has a rank, and
+        # ranks change while ids do not)
+        seed_rank = self.peers.node if self.elastic else self.rank
+        self.pool = WorkerPool(self.cfg, seed_rank, self.spec, self.members.models, self.signals, self._on_episode,
                                self.placement.worker_cores, start_version=self.learner.version,
                                shaping=self.members.shaping_table())
         clock = Clock(self.pool.control.profile.numpy()[LEARNER_ROW])
@@ -527,6 +530,8 @@ class Node:
                 summary = self.summary(seconds, outcome, collective=outcome != "failed")
                 if self.tb:
                     self.tb.close()
+                if self.elastic and self.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):
+                    self.peers.mark_over(outcome)  # a node that comes later has nothing to join
                 shown = {k: v for k, v in summary.items() if k != "param_checksums"}
                 log.info("run %s: %s", outcome, json.dumps(shown))
         if error is not None:

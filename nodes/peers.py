@@ -50,6 +50,10 @@ class Peers(ABC):
         `progress`; returns those bytes, or None on that rank."""
         raise NotImplementedError("a fixed world starts from rank 0 (start)")
 
+    def mark_over(self, outcome: str) -> None:
+        """Elastic: the run ended for good; nodes that come to join later are told so."""
+        return None
+
     @abstractmethod
     def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Make every rank start from rank 0's parameters, buffers and optimizer state."""

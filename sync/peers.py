@@ -118,8 +118,8 @@ class DistPeers(Peers):
             # the process first on the peer's error (torch's advice for _abort_process_group)
             os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
         self.generation = None
-        if self.elastic:  # the world is found by connect(), once the node's workers run
-            self.rank, self.world_size = self.node, world.size
+        if self.elastic:  # the world is found by connect(), once the node's workers run: no rank yet
+            self.rank, self.world_size = -1, world.size
         else:
             # torchrun may host the store in its agent already (TORCHELASTIC_USE_AGENT_STORE): then
             # every rank, rank 0 included, is a client of it.
@@ -441,6 +441,10 @@ class DistPeers(Peers):
         obj = [state() if self.rank == best else None]
         self._guard("the state broadcast", dist.broadcast_object_list, obj, best, None, self.small_device)
         return None if self.rank == best else obj[0]
+
+    def mark_over(self, outcome: str) -> None:
+        with contextlib.suppress(Exception):  # best effort: the run's result is already written
+            self.rendezvous.mark_over(outcome)
 
     def _leave_group(self) -> None:
         """Drop the failed process group. NCCL: aborted, its kernels may wait forever. gloo: a

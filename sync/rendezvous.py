@@ -18,6 +18,7 @@ Keys (all in the FileStore):
     round/<g>         the arrivals for generation g: "id:lost.lost,id:...", then, once closed, "|" and
                       the members chosen ("|0.1.3")
     gen/<g>/store     "host:port" of generation g's TCPStore, set by its lowest node
+    over              how the run ended, set by its last writer (a node that comes later has nothing to join)
 
 A generation is formed by a round: every node that wants to be in it appends itself (a survivor of
 a loss names the ranks it saw lost); the round closes once every member of the previous
@@ -45,6 +46,10 @@ POLL_S = 0.05
 
 class RunFull(RuntimeError):
     """The run already has sync.max_nodes nodes."""
+
+
+class RunOver(RuntimeError):
+    """The run this node came to join has ended (finished, or stopped below sync.min_nodes)."""
 
 
 @dataclass(frozen=True)
@@ -158,9 +163,13 @@ class Rendezvous:
         """Take part in the next round (after generation `after`, default the current one) until
         a generation that includes this node is formed; returns it. A node left out of a round
         (late, or beyond max_nodes) takes part in the next. TimeoutError after timeout_s."""
-        deadline = time.monotonic() + self.timeout_s
+        deadline = time.monotonic() + self.timeout_s * (2 if after is None else 1)  # the first: see _round
         number = (self.current() if after is None else after) + 1
+        current = self.members(number - 1)
+        if self.max_nodes and len(current) >= self.max_nodes and self.node not in current:
+            raise RunFull(f"the run already has sync.max_nodes={self.max_nodes} nodes")
         while True:
+            self._check_over()
             gen = self._round(number, lost, deadline)
             if gen is not None:
                 return gen
@@ -172,13 +181,18 @@ class Rendezvous:
         if not self._append(key, f"{self.node}:{'.'.join(map(str, sorted(lost)))}"):
             self._wait_formed(number, deadline)
             return None
-        settle_at = time.monotonic() + (self.timeout_s if number == 0 else self.settle_s)
+        # Only a member of the previous generation closes a round early on its clock (settle_s): a
+        # newcomer waits for them (they come at their next iteration), or for timeout_s when the
+        # whole previous world is gone; a newcomer closing on its own would split the run in two
+        survivor = number > 0 and self.node in self.members(number - 1)
+        settle_at = time.monotonic() + (self.settle_s if survivor else self.timeout_s)
         while True:
             arrivals, members = _parse(self._get(key) or "")
             if members is None and (self._complete(arrivals, number) or time.monotonic() >= settle_at):
                 members = self._close(key, number)
             if members is not None:
                 break
+            self._check_over()
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no generation formed in {self.timeout_s:g} s")
             time.sleep(POLL_S)
@@ -191,7 +205,17 @@ class Rendezvous:
 
     def _wait_formed(self, number: int, deadline: float) -> None:
         while self.current() < number and time.monotonic() < deadline:
+            self._check_over()
             time.sleep(POLL_S)
+
+    def _check_over(self) -> None:
+        over = self._get("over")
+        if over is not None:
+            raise RunOver(f"the run is over ({over}): nothing to join")
+
+    def mark_over(self, outcome: str) -> None:
+        """The run ended for good: nodes that come later leave at once (RunOver)."""
+        self.store.set("over", outcome)
 
     def _store_of(self, number: int, members: tuple[int, ...], deadline: float) -> Generation:
         """The generation's TCPStore: hosted by its lowest node (a store keeper child), found by the others."""

@@ -2,12 +2,10 @@
 
 Started by the generation's lowest node (sync.rendezvous); prints the port it listens on, then
 serves until its stdin closes, which happens when the node that started it exits or is killed
-(and PR_SET_PDEATHSIG ends it with its parent besides). A child process, not a thread of the
-trainer: a trainer frozen by SIGSTOP would freeze a store in its own process, and store calls to
-a frozen TCPStore block with no timeout.
+(not PR_SET_PDEATHSIG: that fires when the *thread* that started the child ends). A child
+process, not a thread of the trainer: a trainer frozen by SIGSTOP would freeze a store in its
+own process, and store calls to a frozen TCPStore block with no timeout.
 """
-import contextlib
-import ctypes
 import signal
 import sys
 from datetime import timedelta
@@ -16,8 +14,6 @@ import torch.distributed as dist
 
 
 def main(size: int, timeout_s: float) -> None:
-    with contextlib.suppress(OSError):  # not Linux: the stdin EOF below still ends it
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the trainer, which stops first
     store = dist.TCPStore("0.0.0.0", 0, size, is_master=True, timeout=timedelta(seconds=timeout_s),
                           wait_for_workers=False)

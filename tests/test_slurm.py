@@ -260,3 +260,49 @@ def test_gpu_job_is_submitted_from_a_cpu_host_and_fails_on_its_nodes_in_one_line
         assert len(errors) == 1 and "train.device=cuda but no CUDA device is visible on host" in errors[0], err[-2000:]
         assert "Traceback" not in err, err[-3000:]
     assert not os.path.exists(os.path.join(run_dir, "checkpoints"))
+
+
+def test_job_array_element_requeued_leaves_and_rejoins(slurm, tmp_path):
+    """launcher.array=true: two one-node jobs form the world; `scontrol requeue` of element 1 ends
+    that node (SIGTERM: it leaves, it is not a stop vote), node 0 goes on alone, and when Slurm runs
+    the element again it rejoins (same node id); the run completes with identical parameters."""
+    run_dir, target = str(tmp_path / "run"), 120_000
+    log = os.path.join(run_dir, "train.log")
+    proc = launch(slurm.env, f"hydra.run.dir={run_dir}", *TINY, *SLURM, "launcher.array=true",
+                  "env.id=tests.envs:SlowBandit-v0", f"train.max_env_frames={target}", "sync.timeout_s=60", timeout=60)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    m = re.search(r"submitted Slurm job array (\d+): 2 element\(s\) of one node \(jobs (\S+) (\S+)\)", proc.stdout)
+    assert m, proc.stdout
+    first, second = m.group(2), m.group(3)
+
+    def wait_for(what, ok, timeout=120):
+        deadline = time.time() + timeout
+        while not ok():
+            if time.time() > deadline:
+                tail = open(log).read()[-3000:] if os.path.exists(log) else "(no train.log)"
+                raise AssertionError(f"{what} not seen in {timeout} s (element 1: {slurm.job(second).get('JobState')})"
+                                     f":\n{tail}\n{task_logs(run_dir, m.group(1))}")
+            time.sleep(0.3)
+
+    def logged(pattern):
+        return os.path.exists(log) and re.search(pattern, open(log).read())
+
+    wait_for("training on two nodes", lambda: logged(r"frames [\d,]+ \| fps .*\| nodes 2"))
+    slurm.run("scontrol", "requeue", second)
+    wait_for("node 1 lost", lambda: logged(r"world changed: 2 -> 1 nodes \(left \[1\]"))
+
+    def pending_again():
+        if slurm.job(second).get("JobState") == "PENDING":
+            slurm.run("scontrol", "update", f"JobId={second}", "StartTime=now")  # skip Slurm's requeue hold
+            return True
+        return False
+
+    wait_for("element 1 pending again", pending_again)
+    wait_for("node 1 back", lambda: logged(r"world changed: 1 -> 2 nodes \(left none, joined \[1\]"), timeout=180)
+    assert slurm.final_state(first, timeout=240) == "COMPLETED", task_logs(run_dir, m.group(1))
+    assert slurm.final_state(second, timeout=60) == "COMPLETED", task_logs(run_dir, m.group(1))
+    s = summary(run_dir)
+    assert s["outcome"] == "finished" and s["env_frames"] >= target and s["nodes"] == 2
+    assert len(set(s["param_checksums"])) == 1
+    assert [(c["left"], c["joined"]) for c in s["membership"]] == [([], [0, 1]), ([1], []), ([], [1])]
+    assert "leaves the run on signal 15" in open(os.path.join(run_dir, "train_rank1.log")).read()

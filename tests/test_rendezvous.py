@@ -1,0 +1,113 @@
+"""sync.rendezvous: the elastic run's generations, formed through the real FileStore in a run
+directory and hosted by real store-keeper processes (nodes here are threads of this process)."""
+import socket
+import threading
+import time
+
+import pytest
+
+from sync.rendezvous import Rendezvous, RunFull, RunOver, reset, store_client
+
+
+def together(run_dir, calls):
+    """Run (node id, lost, after) joins at once, one thread each; {node: Generation or exception}."""
+    out, made = {}, []
+
+    def one(node, lost, after, kw):
+        r = Rendezvous(run_dir, node, settle_s=kw.get("settle_s", 3.0), timeout_s=20, first_size=kw.get("first", 3),
+                       max_nodes=kw.get("max_nodes", 0))
+        made.append(r)
+        try:
+            out[r.node] = r.join(lost, after)
+        except Exception as exc:  # noqa: BLE001 - the test looks at it
+            out[r.node] = exc
+
+    threads = [threading.Thread(target=one, args=(*c[:3], c[3] if len(c) > 3 else {})) for c in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return out, made
+
+
+def close_all(made):
+    for r in made:
+        r.close()
+
+
+def test_first_generation_then_a_loss_then_a_late_survivor_and_a_newcomer(tmp_path):
+    run = str(tmp_path)
+    reset(run)
+    out, made = together(run, [(2, (), None), (0, (), None), (1, (), None)])
+    gens = set(out.values())
+    assert len(gens) == 1
+    gen0 = gens.pop()
+    assert gen0.number == 0 and gen0.members == (0, 1, 2) and gen0.rank_of(2) == 2
+    client = store_client(gen0, 5)  # the lowest node's store keeper serves the generation
+    client.set("k", "v")
+    assert client.get("k") == b"v"
+
+    # 0 and 1 saw 2 lost: the round closes once they are both there, not after settle_s
+    t0 = time.monotonic()
+    out, more = together(run, [(0, [2], 0, {"settle_s": 30}), (1, [2], 0, {"settle_s": 30})])
+    made += more
+    assert time.monotonic() - t0 < 10
+    assert {g.members for g in out.values()} == {(0, 1)} and out[0].number == 1
+
+    # node 2 was only late (it comes back for round 1, closed already): it waits, the others see
+    # someone waiting, come to round 2, and 2 is in it; so is a newcomer that takes the next free id
+    probe = Rendezvous(run, 0, 3.0, 20, first_size=3)
+    assert not probe.join_waiting(1)
+    late = {}
+
+    def come(node, key):
+        r = Rendezvous(run, node, 3.0, 20, first_size=3)
+        made.append(r)
+        late[key] = (r.node, r.join([], 0 if node == 2 else None))
+
+    waiters = [threading.Thread(target=come, args=(2, "late")), threading.Thread(target=come, args=(None, "new"))]
+    for w in waiters:
+        w.start()
+
+    def waiting():  # arrivals for round 2, seen in the rendezvous file
+        return len(probe.store.get("round/2").decode().split(",")) if probe.join_waiting(1) else 0
+
+    deadline = time.time() + 10
+    while waiting() < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    assert waiting() == 2
+    out, more = together(run, [(0, (), 1), (1, (), 1)])
+    made += more
+    for w in waiters:
+        w.join(30)
+    assert late["late"][1].members == (0, 1, 2, 3) and late["late"][1].number == 2
+    assert late["new"][0] == 3 and late["new"][1] == late["late"][1] == out[0] == out[1]  # the newcomer got id 3
+    close_all(made)
+
+
+def test_max_nodes_turns_a_newcomer_away_and_a_finished_run_has_nothing_to_join(tmp_path):
+    run = str(tmp_path)
+    reset(run)
+    kw = {"first": 2, "max_nodes": 2}
+    out, made = together(run, [(0, (), None, kw), (1, (), None, kw)])
+    assert out[0].members == (0, 1)
+    # a third node is turned away without disturbing the world
+    with pytest.raises(RunFull, match="sync.max_nodes=2"):
+        Rendezvous(run, None, 3.0, 20, first_size=2, max_nodes=2).join()
+    assert not made[0].join_waiting(0)
+    made[0].mark_over("finished")
+    with pytest.raises(RunOver, match="finished"):
+        Rendezvous(run, None, 3.0, 20, first_size=2).join()
+    close_all(made)
+
+
+def test_store_keeper_ends_with_its_node(tmp_path):
+    run = str(tmp_path)
+    reset(run)
+    out, made = together(run, [(0, (), None, {"first": 1})])
+    gen = out[0]
+    with socket.create_connection((gen.store_addr, gen.store_port), timeout=2):
+        pass
+    close_all(made)
+    with pytest.raises(OSError):
+        socket.create_connection((gen.store_addr, gen.store_port), timeout=2).close()
