@@ -27,8 +27,8 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0, ela
     """Run N ranks to the end. Once one fails, the others get grace_s (their collective timeout
     plus a margin) to notice and stop on their own; a rank still running then (e.g. frozen) is
     terminated, then killed. Elastic: a failed rank leaves the others running (they re-form the
-    world without it); the exit code is 0 when any rank finished, else the first a rank
-    returned by itself (75: below sync.min_nodes)."""
+    world without it), and the grace starts when one finishes; the exit code is 0 when any rank
+    finished, else the first a rank returned by itself (75: below sync.min_nodes)."""
     port = port or free_port()
     procs = []
     if elastic:
@@ -56,8 +56,9 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0, ela
                     codes[rank] = p.returncode
                     if p.returncode != 0:
                         log.error("node rank %d exited with code %d", rank, p.returncode)
-                        if not elastic:
-                            deadline = deadline or time.time() + grace_s
+                    if p.returncode != 0 and not elastic or p.returncode == 0 and elastic:
+                        # fixed world: the others cannot go on; elastic: the run is over (others finish too)
+                        deadline = deadline or time.time() + grace_s
             if deadline and time.time() > deadline:
                 for rank, p in enumerate(procs):
                     if rank not in codes:

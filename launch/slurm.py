@@ -420,9 +420,7 @@ def wait_submitted() -> int:
             for job, run_dir in jobs:
                 if job in final:
                     continue
-                if run_dir is not None:
-                    offsets[job] = _stream(os.path.join(run_dir, "train.log"), offsets[job],
-                                           f"[{job}] " if prefix else "")
+                offsets[job] = _stream(run_dir, offsets[job], f"[{job}] " if prefix else "")
                 state, restarts, code = job_state(job)
                 if (state, restarts) != last[job]:
                     last[job] = (state, restarts)
@@ -430,9 +428,8 @@ def wait_submitted() -> int:
                     print(f"Slurm job {job}: {state}{again}", flush=True)
                 unknown[job] = unknown[job] + 1 if state == "UNKNOWN" else 0
                 if (state not in ACTIVE_STATES and state != "UNKNOWN") or unknown[job] > 30:
-                    if run_dir is not None:
-                        time.sleep(0.5)  # the log's last lines
-                        _stream(os.path.join(run_dir, "train.log"), offsets[job], f"[{job}] " if prefix else "")
+                    time.sleep(0.5)  # the log's last lines
+                    _stream(run_dir, offsets[job], f"[{job}] " if prefix else "")
                     final[job] = (state, code)
             if len(final) < len(jobs):
                 time.sleep(poll_s)
@@ -448,9 +445,12 @@ def wait_submitted() -> int:
     return 1 if bad else 0
 
 
-def _stream(path: str, offset: int, prefix: str) -> int:
+def _stream(run_dir: str | None, offset: int, prefix: str) -> int:
+    """Print the run's train.log from `offset` (no run dir: an array's later element, nothing)."""
+    if run_dir is None:
+        return offset
     try:
-        with open(path, "rb") as f:
+        with open(os.path.join(run_dir, "train.log"), "rb") as f:
             f.seek(offset)
             data = f.read()
     except OSError:

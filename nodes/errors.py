@@ -54,7 +54,7 @@ class Stopped(Exception):
 class PeerLost(RuntimeError):
     """A collective failed because a rank is gone (sync.peers raises it); the message names it (one
     line), `ranks` too (empty when it is not known which). Here, not in sync/, so that the node
-    can survive one (sync.elastic) without knowing anything of torch.distributed."""
+    can survive one (sync.elastic) without knowing anything of how peers talk."""
 
     def __init__(self, message: str, ranks=()):
         super().__init__(message)

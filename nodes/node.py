@@ -351,21 +351,11 @@ class Node:
             try:
                 train, stop, gathered = self._iteration(min_slots)
             except PeerLost as exc:
-                if not self.elastic:
-                    raise
-                log.warning("%s: the survivors re-form the world", one_line(exc))
-                self._regroup(exc.ranks)
-                stop = self._frames_done()  # the votes of this rank alone ride in the next all-reduce
+                stop = self._survive(exc)
                 continue
             if self.membership and "next_iteration" not in self.membership[-1]:  # how long a change cost
                 self.membership[-1]["next_iteration"] = round(time.time(), 3)
-            if self.tb:
-                self.tb.write(self.stats, train, self.ranks if gathered else None)
-                if self.members.tracked:
-                    self.tb.write_members(self.stats.env_frames, self.member_trains, self.members, gathered)
-            if self.new_events and self.is_writer:
-                self._record_events(self.new_events)
-            self.new_events = []
+            self._record(train, gathered)
             now = time.time()
             # the last iteration gets its line too: a short run still shows where it ended
             if now >= next_status or stop:
@@ -381,7 +371,27 @@ class Node:
         if self.signals.received is not None:
             raise Stopped(self.signals.received)
 
+    def _record(self, train: dict, gathered: bool) -> None:
+        """The writer's TensorBoard scalars and PBT log of an iteration."""
+        if self.tb:
+            self.tb.write(self.stats, train, self.ranks if gathered else None)
+            if self.members.tracked:
+                self.tb.write_members(self.stats.env_frames, self.member_trains, self.members, gathered)
+        if self.new_events and self.is_writer:
+            self._record_events(self.new_events)
+        self.new_events = []
+
     # ----------------------------------------------------------------- elastic membership
+    def _survive(self, exc: PeerLost) -> bool:
+        """A peer was lost in an iteration: a fixed world ends here (raises); an elastic one re-forms
+        without it and goes on. Returns whether to stop (the frame budget: the same on every rank;
+        this rank's own votes ride in the next all-reduce)."""
+        if not self.elastic:
+            raise exc
+        log.warning("%s: the survivors re-form the world", one_line(exc))
+        self._regroup(exc.ranks)
+        return self._frames_done()
+
     def _adopt_world(self) -> None:
         """This rank's place in the (new) world; the writer's duties go to its rank 0, the lowest
         node id left: TensorBoard opened there, closed on a node that is no longer rank 0."""
@@ -406,7 +416,7 @@ class Node:
         for learner in self.members.learners:
             self.peers.check_agreement(learner.model, learner.version)
         change.update(time=round(time.time(), 3), iteration=self.iterations, env_frames=self.stats.env_frames,
-                      policy_version=self.learner.version, seconds=round(time.time() - t0, 3))
+                      version=self.learner.version, seconds=round(time.time() - t0, 3))
         self.membership.append(change)
         log.info("node %d is rank %d of %d (generation %d, nodes %s)", self.peers.node, self.rank, self.world,
                  change["generation"], change["nodes"])
@@ -434,7 +444,7 @@ class Node:
         self.ranks = RankStats()  # per-rank rows are by rank, and the ranks changed
         self.since_gather = 0
         change.update(time=round(time.time(), 3), iteration=self.iterations, env_frames=self.stats.env_frames,
-                      policy_version=self.learner.version, seconds=round(time.time() - t0, 3))
+                      version=self.learner.version, seconds=round(time.time() - t0, 3))
         self.membership.append(change)
         log.info("world changed: %d -> %d nodes (left %s, joined %s) in %.1f s, generation %d, now rank %d",
                  before, self.world, change["left"] or "none", change["joined"] or "none", change["seconds"],
@@ -451,7 +461,7 @@ class Node:
         went furthest (elastic start, and after every change); the workers get the weights."""
         progress = sum(m.version for m in self.members.learners)
         data = self.peers.share(progress, self._state_bytes)
-        if data is None:
+        if data is None:  # this rank's state is everyone's
             return
         state = torch.load(io.BytesIO(data), map_location=self.learner.device, weights_only=True)
         self.members.load_state_dict(state["members"], "the state a peer sent")
@@ -462,9 +472,12 @@ class Node:
                 self.pool.weights[p].publish(learner.model, learner.version)
             if self.members.weighs_terms:
                 self.pool.control.shaping.copy_(self.members.shaping_table())
-            for batcher in self.batchers:  # trajectories collected before: an older policy's, dropped
-                while (batch := batcher.take_partial(1)) is not None:
-                    batcher.release(batch)
+            if not in_rounds(self.cfg.sampler) and sum(m.version for m in self.members.learners) != progress:
+                # async: trajectories collected before with an older policy are dropped (in rounds
+                # the envs wait for their round to be learned from: it is kept, off-policy)
+                for batcher in self.batchers:
+                    while (batch := batcher.take_partial(1)) is not None:
+                        batcher.release(batch)
 
     def _state_bytes(self) -> bytes:
         buf = io.BytesIO()
@@ -508,35 +521,35 @@ class Node:
                 if self.elastic:
                     self._enter()
                 self._train()
-            except TooFewNodes as exc:
-                outcome, error = "stopped: below sync.min_nodes", exc
-            except Stopped as exc:
-                outcome, error = f"stopped by {exc}", exc
-            except KeyboardInterrupt as exc:
-                outcome, error = "interrupted", exc
-            except Exception as exc:  # a worker, a lost peer (sync/ raises) or a bug: no final collective
-                outcome, error = "failed", exc
+            except (Exception, KeyboardInterrupt) as exc:  # a worker, a lost peer, a signal, a bug
+                outcome, error = ending(exc), exc
             finally:
-                seconds = self.stats.seconds
-                self._stop()
-                if outcome != "failed" or (self.learner.version > 0 and self.world == 1):
-                    try:
-                        self.save_checkpoint()
-                    except Exception as exc:  # the summary is still written; the first error is reported
-                        if error is None:
-                            outcome, error = "failed", exc
-                        else:
-                            log.warning("final checkpoint not written either: %s", one_line(exc))
-                summary = self.summary(seconds, outcome, collective=outcome != "failed")
-                if self.tb:
-                    self.tb.close()
-                if self.elastic and self.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):
-                    self.peers.mark_over(outcome)  # a node that comes later has nothing to join
-                shown = {k: v for k, v in summary.items() if k != "param_checksums"}
-                log.info("run %s: %s", outcome, json.dumps(shown))
+                summary, outcome, error = self._finish(outcome, error)
         if error is not None:
             raise error
         return summary
+
+    def _finish(self, outcome: str, error: BaseException | None) -> tuple[dict, str, BaseException | None]:
+        """Stop the processes, write the final checkpoint (not after a failure: no final collective)
+        and the summary; returns (summary, outcome, error), a failed checkpoint being the error."""
+        seconds = self.stats.seconds
+        self._stop()
+        if outcome != "failed" or (self.learner.version > 0 and self.world == 1):
+            try:
+                self.save_checkpoint()
+            except Exception as exc:  # the summary is still written; the first error is reported
+                if error is None:
+                    outcome, error = "failed", exc
+                else:
+                    log.warning("final checkpoint not written either: %s", one_line(exc))
+        summary = self.summary(seconds, outcome, collective=outcome != "failed")
+        if self.tb:
+            self.tb.close()
+        if self.elastic and self.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):
+            self.peers.mark_over(outcome)  # a node that comes later has nothing to join
+        shown = {k: v for k, v in summary.items() if k != "param_checksums"}
+        log.info("run %s: %s", outcome, json.dumps(shown))
+        return summary, outcome, error
 
     def summary(self, seconds: float, outcome: str, collective: bool = True) -> dict:
         st = self.stats
@@ -625,6 +638,17 @@ class Node:
                 if watch.samples:
                     watch.stop()
                 self._stop()
+
+
+def ending(exc: BaseException) -> str:
+    """The summary's `outcome` for what ended a run."""
+    if isinstance(exc, TooFewNodes):
+        return "stopped: below sync.min_nodes"
+    if isinstance(exc, Stopped):
+        return f"stopped by {exc}"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return "failed"
 
 
 @dataclass

@@ -232,7 +232,8 @@ class Rendezvous:
         return Generation(number, members, addr, int(port))
 
     def _host_store(self, size: int) -> tuple[str, int]:
-        keeper = subprocess.Popen([sys.executable, "-m", "sync.store_keeper", str(size), str(self.timeout_s)],
+        keeper = subprocess.Popen([sys.executable, "-m", "sync.store_keeper", str(size), str(self.timeout_s),
+                                   os.path.dirname(os.path.dirname(self.path))],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         line = keeper.stdout.readline().strip()

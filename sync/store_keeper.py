@@ -1,4 +1,5 @@
-"""`python -m sync.store_keeper SIZE TIMEOUT_S`: host one elastic generation's TCPStore.
+"""`python -m sync.store_keeper SIZE TIMEOUT_S RUN_DIR`: host one elastic generation's TCPStore
+(RUN_DIR only names the run in `ps`).
 
 Started by the generation's lowest node (sync.rendezvous); prints the port it listens on, then
 serves until its stdin closes, which happens when the node that started it exits or is killed
@@ -22,4 +23,4 @@ def main(size: int, timeout_s: float) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), float(sys.argv[2]))
+    main(int(sys.argv[1]), float(sys.argv[2]))  # argv[3]: the run directory, for `ps` only

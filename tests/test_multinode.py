@@ -65,7 +65,8 @@ def test_one_ranks_signal_stops_both_after_the_same_iteration(run_dir):
 
 
 def test_killed_node_makes_the_other_exit_naming_it_and_relaunch_resumes(run_dir):
-    args = [*TWO_GYM, "train.max_env_frames=0", "train.checkpoint_every_s=1"]
+    """A fixed world (sync.elastic=false): a lost node ends the run (tests/test_elastic.py: the default)."""
+    args = [*TWO_GYM, "train.max_env_frames=0", "train.checkpoint_every_s=1", "sync.elastic=false"]
     proc = start_train(run_dir, *args)
     m, seen = read_until(proc, r"started 2 nodes on .* \(pids (\d+) (\d+)\)", 60)
     pid1 = int(m.group(2))
