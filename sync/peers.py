@@ -428,7 +428,10 @@ class DistPeers(Peers):
         self._stop_heartbeat()
         self._join_seen = self._pending = False
         self.generation = gen
-        self._connect(gen.store_addr, gen.store_port, gen.rank_of(self.node), len(gen.members), host=False)
+        try:
+            self._connect(gen.store_addr, gen.store_port, gen.rank_of(self.node), len(gen.members), host=False)
+        except (RuntimeError, dist.DistError) as exc:  # a member died before it connected: form again
+            raise PeerLost(f"node {self.node}: generation {gen.number} did not form ({one_line(exc)[:200]})") from None
         return self._change(old.members, gen)
 
     def share(self, progress: int, state) -> bytes | None:

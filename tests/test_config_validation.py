@@ -23,6 +23,11 @@ CASES = [
     (["sampler.nosuch=1"], "unknown config key 'sampler.nosuch'"),
     (["sampler.num_slots=20"],
      "sampler.num_slots (20) must be 0 (auto) or at least envs (16) + batch_size/rollout (32)"),
+    # elastic membership (sync/rendezvous.py)
+    (["nodes=2", "sync.min_nodes=3"], "sync.min_nodes (3) must be <= nodes (2)"),
+    (["nodes=2", "sync.min_nodes=0"], "sync.min_nodes must be >= 1, got 0"),
+    (["nodes=3", "sync.max_nodes=2"], "sync.max_nodes must be 0 (no bound) or >= nodes (3), got 2"),
+    (["nodes=2", "sync.settle_s=0"], "sync.settle_s must be > 0, got 0.0"),
     # populations (nodes/population.py, nodes/pbt.py)
     (["population.size=17"], "population.size=17 is more than the 16 envs of a rank can serve"),
     (["population.size=2", "pbt.objective=elo"], "pbt.objective must be one of reward, win, got 'elo'"),

@@ -84,6 +84,10 @@ def test_bad_launcher_values_are_refused_before_submitting(tmp_path):
         "launcher.time_min must be >= 1": ["launcher=slurm", "nodes=2", "launcher.time_min=-5"],
         "launcher.signal must name a catchable signal": ["launcher=slurm", "nodes=2", "launcher.signal=NOPE"],
         "sbatch not found: ": ["launcher=slurm", "nodes=2"],
+        "launcher.array=true needs sync.elastic=true": ["launcher=slurm", "nodes=2", "launcher.array=true",
+                                                        "sync.elastic=false"],
+        "launcher.tasks_per_node must be 1, got 2": ["launcher=slurm", "nodes=2", "launcher.array=true",
+                                                     "launcher.tasks_per_node=2"],
     }
     empty = tmp_path / "empty_path"
     empty.mkdir()
@@ -266,7 +270,7 @@ def test_job_array_element_requeued_leaves_and_rejoins(slurm, tmp_path):
     """launcher.array=true: two one-node jobs form the world; `scontrol requeue` of element 1 ends
     that node (SIGTERM: it leaves, it is not a stop vote), node 0 goes on alone, and when Slurm runs
     the element again it rejoins (same node id); the run completes with identical parameters."""
-    run_dir, target = str(tmp_path / "run"), 120_000
+    run_dir, target = str(tmp_path / "run"), 30_000
     log = os.path.join(run_dir, "train.log")
     proc = launch(slurm.env, f"hydra.run.dir={run_dir}", *TINY, *SLURM, "launcher.array=true",
                   "env.id=tests.envs:SlowBandit-v0", f"train.max_env_frames={target}", "sync.timeout_s=60", timeout=60)
