@@ -16,6 +16,12 @@ A population (population.size > 1, nodes.members) has a learner and a batcher pe
 member learns in every iteration, in member order, each in its own all-reduce group; after a
 stats gather a PBT step may replace members (nodes.pbt), the same on every rank.
 
+Elastic membership (sync.elastic, the peers' `connect/regroup/share`): the workers start before the
+node enters the run's world; when an iteration fails because a peer is gone (PeerLost), or a node
+waits to join (`peers.changes_pending()`, the same answer on every rank), the node re-forms the
+world with the others, takes the state of the rank that went furthest, compares checksums and
+goes on; the writer's duties follow rank 0; below sync.min_nodes the run stops with a checkpoint.
+
 Every training iteration calls the peers at the same points on every rank: batch ready (or cut
 short because the others are ready), gradient reduction, observation-statistics sum, a small
 stats gather (which also carries each rank's wish to stop, so all ranks stop after the same

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -233,7 +234,7 @@ class Rendezvous:
 
     def _host_store(self, size: int) -> tuple[str, int]:
         keeper = subprocess.Popen([sys.executable, "-m", "sync.store_keeper", str(size), str(self.timeout_s),
-                                   os.path.dirname(os.path.dirname(self.path))],
+                                   os.path.dirname(os.path.dirname(self.path))], preexec_fn=_ignore_stop_signals,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                   cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         line = keeper.stdout.readline().strip()
@@ -250,6 +251,14 @@ class Rendezvous:
                 keeper.stdin.close()
                 keeper.wait(5)
         self.keepers = []
+
+
+def _ignore_stop_signals() -> None:
+    """In the store keeper before it runs Python: the signals a Slurm step or a terminal sends to
+    every process are the trainer's (an ignored disposition survives exec; store_keeper sets them
+    again once started)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def store_client(gen: Generation, timeout_s: float) -> dist.TCPStore:

@@ -15,7 +15,10 @@ import torch.distributed as dist
 
 
 def main(size: int, timeout_s: float) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C goes to the trainer, which stops first
+    # Ctrl-C, scancel's SIGTERM and Slurm's preemption signal reach every process of a step: they
+    # are for the trainer, which stops after an iteration that still needs this store
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_IGN)
     store = dist.TCPStore("0.0.0.0", 0, size, is_master=True, timeout=timedelta(seconds=timeout_s),
                           wait_for_workers=False)
     print(store.port, flush=True)
