@@ -188,8 +188,9 @@ class SyncConfig:
     min_nodes: int = 1  # fewer left than this: the run stops with a checkpoint (exit 75)
     max_nodes: int = 0  # nodes waiting beyond this many are turned away (0: no bound)
     # after a loss, how long a survivor waits for the others it did not see lost before the new
-    # world forms without them (a late one joins the next world)
-    settle_s: float = 5.0
+    # world forms without them (a late one joins the next world: a second change, not an error).
+    # Only a late survivor makes anyone wait: a round closes as soon as all expected are there
+    settle_s: float = 10.0
 
 
 @dataclass

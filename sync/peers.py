@@ -210,10 +210,9 @@ class DistPeers(Peers):
                 for r in range(self.world_size):
                     if r == self.rank:
                         continue
-                    try:
-                        beat = float(probe.get(f"hb/{r}").decode())
-                    except Exception:  # noqa: BLE001
-                        beat = 0.0
+                    key = f"hb/{r}"
+                    # a store that dies now raises here: the loop's end names its host, not everyone
+                    beat = float(probe.get(key).decode()) if probe.check([key]) else 0.0
                     if now - beat > 2.5 * HEARTBEAT_S:
                         lost.append(r)
                 if lost or time.time() > deadline:
@@ -235,6 +234,8 @@ class DistPeers(Peers):
         """Ranks whose heartbeat has not changed for STALE_BEATS periods, as seen by this rank's
         clock (one quick look; hosts' clocks are never compared, so clock skew names no one)."""
         now, stale = time.monotonic(), []
+        if not self._store_answers():  # a store client would retry a dead store for 10 s and more
+            return [0]
         try:
             if self._probe is None:
                 self._probe = dist.PrefixStore("distrl/", dist.TCPStore(
@@ -457,10 +458,11 @@ class DistPeers(Peers):
         (at gloo's timeout) in its thread. Kept until the process ends."""
         if self._nccl:
             self._fail()
-        with contextlib.suppress(Exception):
-            world = dist.group.WORLD
-            self._graveyard.append((world, world._get_backend(torch.device("cpu")), self._in_flight,
-                                    list(self._groups)))
+        if self._in_flight is not None and not self._in_flight.is_completed():
+            with contextlib.suppress(Exception):
+                world = dist.group.WORLD
+                self._graveyard.append((world, world._get_backend(torch.device("cpu")), self._in_flight,
+                                        list(self._groups)))
         self._in_flight = None
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
