@@ -7,6 +7,7 @@ serves until its stdin closes, which happens when the node that started it exits
 process, not a thread of the trainer: a trainer frozen by SIGSTOP would freeze a store in its
 own process, and store calls to a frozen TCPStore block with no timeout.
 """
+import os
 import signal
 import sys
 from datetime import timedelta
@@ -23,6 +24,9 @@ def main(size: int, timeout_s: float) -> None:
                           wait_for_workers=False)
     print(store.port, flush=True)
     sys.stdin.read()  # EOF: the node is gone
+    # at once, without the store's destructor: a server tearing down still accepts connections and
+    # answers none, which made a survivor's heartbeat look block for 10+ s before it saw the loss
+    os._exit(0)
 
 
 if __name__ == "__main__":
