@@ -157,15 +157,17 @@ class DistPeers(Peers):
 
     # ------------------------------------------------------------------ failures
     def _heartbeat(self, stop: threading.Event, store) -> None:
-        """Every second: this rank's beat in its world's store; elastic, a look for a node waiting
-        to join (the rendezvous file)."""
+        """Every second: this rank's beat in its world's store; elastic, on rank 0, a look for a
+        node waiting to join (the rendezvous file)."""
         rank, gen = self.rank, self.generation
         while not stop.is_set():
             try:
                 store.set(f"hb/{rank}", repr(time.time()))
             except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
                 return
-            if gen is not None and not self._join_seen:
+            # rank 0 alone looks (its flag rides in the all-reduce to every rank): one shared-file read
+            # a second for the whole run, not one per node
+            if gen is not None and rank == 0 and not self._join_seen:
                 with contextlib.suppress(Exception):
                     self._join_seen = self.rendezvous.join_waiting(gen.number)
             stop.wait(HEARTBEAT_S)
