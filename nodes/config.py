@@ -128,8 +128,9 @@ class AlgoConfig:
     # > 0: PPO's clipped value loss, values kept within this of the behaviour value (in the
     # normalised units when normalize_returns is on); 0: plain squared error
     value_clip: float = 0.2
-    # entropy: the entropy bonus (entropy_coeff) | symmetric_kl: a penalty of entropy_coeff x the
-    # symmetric KL divergence to the uniform policy
+    # entropy: the entropy bonus (entropy_coeff) | symmetric_kl: a penalty of entropy_coeff x half the
+    # symmetric KL divergence to the uniform policy, its batch mean capped at 30 (Sample Factory 2's
+    # exploration_loss=symmetric_kl, nodes.losses)
     exploration_loss: str = "symmetric_kl"
     entropy_coeff: float = 0.001  # the exploration loss's coefficient, whichever it is
     max_grad_norm: float = 4.0  # 0 disables clipping

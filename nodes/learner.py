@@ -88,7 +88,8 @@ class Learner:
         value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip, mask)
         entropy = losses.mean(entropy, mask)
         if c.exploration_loss == "symmetric_kl":
-            exploration = losses.mean(losses.symmetric_kl_to_uniform(self.model.heads.split(logits[:, :-1])), mask)
+            kl = losses.mean(losses.symmetric_kl_to_uniform(self.model.heads.split(logits[:, :-1])), mask)
+            exploration = losses.exploration_term(kl)
         else:
             exploration = -entropy  # the entropy bonus
         total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration

@@ -74,13 +74,22 @@ def value_loss(values, targets, old_values, clip: float, mask=None):
     return 0.5 * mean(loss, mask)
 
 
-def symmetric_kl_to_uniform(split_logp, min_logp: float = -20.0):
-    """Per sample, summed over action heads: KL(pi || U) + KL(U || pi) for each head's log-probs
-    (U uniform over the head's n actions) = sum pi log pi - mean log pi (the log n terms cancel).
-    Zero exactly at the uniform policy; unlike the entropy bonus it grows without bound as a head
-    gives an action no chance (its log-prob is floored at min_logp so one dead action cannot make
-    the loss infinite)."""
-    parts = []
-    for logp in split_logp:
-        parts.append((logp.exp() * logp).sum(-1) - logp.clamp(min=min_logp).mean(-1))
-    return torch.stack(parts, 0).sum(0)
+def symmetric_kl_to_uniform(split_logp):
+    """Per sample, summed over action heads: half the symmetric KL divergence to the uniform policy U,
+    0.5 (KL(pi || U) + KL(U || pi)) = 0.5 (sum pi log pi - mean log pi) for each head's log-probs (the
+    log n terms cancel): Sample Factory 2's `symmetric_kl_with_uniform_prior`. Zero exactly at the
+    uniform policy; unlike the entropy bonus it grows without bound as a head gives an action no
+    chance, and its gradient pushes hardest on those dead actions (no floor on the log-probs: a
+    floor zeroes exactly that gradient). The batch mean is bounded by `exploration_term`."""
+    parts = [(logp.exp() * logp).sum(-1) - logp.mean(-1) for logp in split_logp]
+    return 0.5 * torch.stack(parts, 0).sum(0)
+
+
+KL_CAP = 30.0  # Sample Factory's bound on the exploration term's batch mean
+
+
+def exploration_term(kl_mean):
+    """The symmetric-KL exploration term of a batch, as Sample Factory bounds it: the mean over the
+    batch capped at KL_CAP (no gradient beyond it), zero where it is not finite (a `where`, not a
+    test: no host sync in the learner's step)."""
+    return torch.where(torch.isfinite(kl_mean), torch.clamp(kl_mean, max=KL_CAP), torch.zeros_like(kl_mean))

@@ -86,15 +86,43 @@ def test_symmetric_kl_to_uniform_is_zero_at_uniform_and_grows_as_a_head_collapse
     values = []
     for sharpness in (0.5, 2.0, 8.0):
         logp = torch.log_softmax(torch.tensor([[sharpness, 0.0, 0.0]]), -1)
-        p = logp.exp()
-        # KL(pi||U) + KL(U||pi), written out
-        expect = (p * (logp + math.log(3))).sum() + (-math.log(3) - logp.mean()) * 1.0
         got = losses.symmetric_kl_to_uniform([logp])
-        assert got.item() == pytest.approx(expect.item(), rel=1e-5)
+        assert got.item() == pytest.approx(sample_factory_symmetric_kl(logp).item(), rel=1e-5)
         values.append(got.item())
     assert values == sorted(values) and values[0] > 0
-    dead = torch.log_softmax(torch.tensor([[0.0, -1e4, 0.0]]), -1)  # one action without any chance
-    assert math.isfinite(losses.symmetric_kl_to_uniform([dead]).item())
+
+
+def sample_factory_symmetric_kl(logp):
+    """Sample Factory 2.1.1's symmetric_kl_with_uniform_prior, written out from its definition:
+    0.5 x (KL(pi || U) + KL(U || pi)) with U = 1/n."""
+    n = logp.shape[-1]
+    p, log_u = logp.exp(), math.log(1.0 / n)
+    return 0.5 * ((p * (logp - log_u)).sum(-1) + ((1.0 / n) * (log_u - logp)).sum(-1))
+
+
+def test_exploration_loss_equals_sample_factorys_on_a_fixed_input():
+    """Two heads (3 and 5 actions), one with a nearly dead action: the term and its gradient equal
+    Sample Factory's (mean over the batch, capped at 30); the dead action's logit gets a gradient
+    that revives it (a floor on its log-prob zeroed it)."""
+    torch.manual_seed(3)
+    logits = torch.randn(4, 8) * 2
+    logits[:, 1] = -40.0  # head 0's second action: no chance
+    a = logits.clone().requires_grad_(True)
+    b = logits.clone().requires_grad_(True)
+    ours = losses.exploration_term(losses.symmetric_kl_to_uniform(
+        [torch.log_softmax(a[:, :3], -1), torch.log_softmax(a[:, 3:], -1)]).mean())
+    theirs = (sample_factory_symmetric_kl(torch.log_softmax(b[:, :3], -1))
+              + sample_factory_symmetric_kl(torch.log_softmax(b[:, 3:], -1))).mean().clamp(max=30)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-6)
+    ours.backward()
+    theirs.backward()
+    assert torch.allclose(a.grad, b.grad, rtol=1e-5, atol=1e-8)
+    assert (a.grad[:, 1] < 0).all()  # descending the loss raises the dead action's logit
+    big = torch.tensor(45.0, requires_grad=True)
+    capped = losses.exploration_term(big)
+    capped.backward()
+    assert capped.item() == 30.0 and big.grad.item() == 0.0  # Sample Factory's cap
+    assert losses.exploration_term(torch.tensor(float("nan"))).item() == 0.0
 
 
 def test_learner_uses_the_configured_value_and_exploration_losses():
