@@ -27,12 +27,13 @@ def report(exc: BaseException) -> int:
     """Tell the user how the run ended (at most one line, besides a crashed worker's own
     traceback); returns the exit code."""
     from sync.peers import Diverged, PeerLost
+    from sync.rendezvous import RunOver
 
     if isinstance(exc, Stopped):
         return 128 + exc.signum  # the node logged the signal and its final checkpoint
     if isinstance(exc, KeyboardInterrupt):
         return 130
-    if type(exc).__name__ == "RunOver":  # sync.rendezvous: a node came to join a run that has ended
+    if isinstance(exc, RunOver):  # a node came to join a run that has ended: nothing failed
         print(f"{exc}", file=sys.stderr, flush=True)
         return 0
     if isinstance(exc, TooFewNodes):
