@@ -173,7 +173,7 @@ def _timed_run(obj, run_dir: str, nodes: int, seconds: float | None = None) -> d
     write_resolved(obj)
     if nodes == 1:
         Node(obj).run()
-    elif spawn_nodes(run_dir, nodes) != 0:
+    elif spawn_nodes(obj) != 0:
         raise SystemExit(f"error: the {nodes}-node benchmark run failed (see the log above)")
     with open(os.path.join(run_dir, "summary.json")) as f:
         return json.load(f)

@@ -6,6 +6,7 @@ rank (they stop together at the end of an iteration). The exit code is the first
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -13,6 +14,8 @@ import socket
 import subprocess
 import sys
 import time
+
+from nodes.config import Config
 
 log = logging.getLogger("launch.local")
 
@@ -23,17 +26,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0, elastic: bool = False) -> int:
-    """Run N ranks to the end. Once one fails, the others get grace_s (their collective timeout
-    plus a margin) to notice and stop on their own; a rank still running then (e.g. frozen) is
-    terminated, then killed. Elastic: a failed rank leaves the others running (they re-form the
-    world without it), and the grace starts when one finishes; the exit code is 0 when any rank
-    finished, else the first a rank returned by itself (75: below sync.min_nodes)."""
-    port = port or free_port()
-    procs = []
+# Once a rank ends, the time the others get to notice and stop on their own: their collective
+# timeout (a peer that is gone is seen by then) plus a margin for the final checkpoint.
+GRACE_MARGIN_S = 30.0
+
+
+def grace_s(cfg: Config) -> float:
+    return cfg.sync.timeout_s + GRACE_MARGIN_S
+
+
+def spawn_nodes(cfg: Config) -> int:
+    """Run cfg.nodes ranks of the run in cfg.run_dir (its config.yaml already written) to the end.
+    Once one fails, the others get grace_s(cfg) to notice and stop on their own; a rank still
+    running then (e.g. frozen) is terminated, then killed. Elastic: a failed rank leaves the others
+    running (they re-form the world without it), and the grace starts when one finishes; the exit
+    code is 0 when any rank finished, else the first a rank returned by itself (75: below
+    sync.min_nodes)."""
+    elastic, grace = cfg.sync.elastic, grace_s(cfg)
     if elastic:
         from sync.rendezvous import reset
-        reset(run_dir)  # a new launch of the run: the last launch's generations are forgotten
+        reset(cfg.run_dir)  # a new launch of the run: the last launch's generations are forgotten
+    procs = _start(cfg.run_dir, cfg.nodes, cfg.sync.master_port or free_port())
+    with _forwarding_signals(procs):
+        codes = _wait(procs, grace, elastic)
+    return _exit_code([codes[r] for r in range(len(procs))], elastic)
+
+
+def _start(run_dir: str, n: int, port: int) -> list[subprocess.Popen]:
+    procs = []
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
                    MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), DISTRL_NODE_ADDR="127.0.0.1")
@@ -41,7 +61,12 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0, ela
             del env[key]  # the spawned world is ours, not a Slurm step's
         procs.append(subprocess.Popen([sys.executable, "-m", "launch.node", run_dir], env=env))
     log.info("started %d nodes on 127.0.0.1:%d (pids %s)", n, port, " ".join(str(p.pid) for p in procs))
+    return procs
 
+
+@contextlib.contextmanager
+def _forwarding_signals(procs: list[subprocess.Popen]):
+    """Ctrl-C / SIGTERM go to every rank still running: they stop together after an iteration."""
     def forward(signum, frame):
         for p in procs:
             if p.poll() is None:
@@ -49,34 +74,57 @@ def spawn_nodes(run_dir: str, n: int, port: int = 0, grace_s: float = 330.0, ela
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        codes, deadline = {}, None
-        while len(codes) < n:
-            for rank, p in enumerate(procs):
-                if rank not in codes and p.poll() is not None:
-                    codes[rank] = p.returncode
-                    if p.returncode != 0:
-                        log.error("node rank %d exited with code %d", rank, p.returncode)
-                    if p.returncode != 0 and not elastic or p.returncode == 0 and elastic:
-                        # fixed world: the others cannot go on; elastic: the run is over (others finish too)
-                        deadline = deadline or time.time() + grace_s
-            if deadline and time.time() > deadline:
-                for rank, p in enumerate(procs):
-                    if rank not in codes:
-                        log.error("node rank %d still running %.0f s after a peer failed: terminating it",
-                                  rank, grace_s)
-                        p.terminate()
-                        try:
-                            p.wait(10)
-                        except subprocess.TimeoutExpired:
-                            p.kill()
-                            p.wait()
-                        codes[rank] = p.returncode
-            time.sleep(0.2)
+        yield
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    bad = [codes[r] for r in range(n) if codes[r] != 0]
-    if elastic and len(bad) < n:
+
+
+def _wait(procs: list[subprocess.Popen], grace: float, elastic: bool) -> dict[int, int]:
+    """{rank: exit code} once every rank ended, by itself or terminated `grace` s after the grace started."""
+    codes: dict[int, int] = {}
+    deadline = None
+    while len(codes) < len(procs):
+        if _collect(procs, codes, elastic):
+            deadline = deadline or time.time() + grace
+        if deadline and time.time() > deadline:
+            _end_the_rest(procs, codes, grace)
+        time.sleep(0.2)
+    return codes
+
+
+def _collect(procs: list[subprocess.Popen], codes: dict[int, int], elastic: bool) -> bool:
+    """Record the ranks that ended since the last look; True when one of them starts the grace:
+    a failure in a fixed world (the others cannot go on), a finish in an elastic one (the run is
+    over, the others finish too)."""
+    starts = False
+    for rank, p in enumerate(procs):
+        if rank in codes or p.poll() is None:
+            continue
+        codes[rank] = p.returncode
+        if p.returncode != 0:
+            log.error("node rank %d exited with code %d", rank, p.returncode)
+        starts = starts or (p.returncode == 0) == elastic
+    return starts
+
+
+def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: float) -> None:
+    for rank, p in enumerate(procs):
+        if rank in codes:
+            continue
+        log.error("node rank %d still running %.0f s after a peer ended: terminating it", rank, grace)
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        codes[rank] = p.returncode
+
+
+def _exit_code(codes: list[int], elastic: bool) -> int:
+    bad = [c for c in codes if c != 0]
+    if elastic and len(bad) < len(codes):
         return 0
     if elastic and bad:  # the code of a rank that ended on its own (not killed) tells how the run ended
         return next((c for c in bad if c > 0), bad[0])

@@ -63,8 +63,7 @@ def main(cfg) -> float | None:
     log.info("run directory: %s", obj.run_dir)
     if obj.nodes > 1:
         from launch.local import spawn_nodes
-        return finish(spawn_nodes(obj.run_dir, obj.nodes, obj.sync.master_port, grace_s=obj.sync.timeout_s + 30,
-                                  elastic=obj.sync.elastic), obj.run_dir)
+        return finish(spawn_nodes(obj), obj.run_dir)
     rank_logging(obj.run_dir, 0, under_hydra=True)
     return finish(run_node(obj), obj.run_dir)
 
