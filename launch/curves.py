@@ -88,7 +88,7 @@ def load(run: Path, sf_scale: float) -> Curve:
                  [e.wall_time - start for e in events], [e.value / scale for e in events])
 
 
-def main(argv: list[str] | None = None) -> dict:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m launch.curves", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path)
     p.add_argument("--threshold", type=float, default=70.0, help="the score whose first arrival is timed")
@@ -96,6 +96,37 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--sf-reward-scale", type=float, default=1.0, help="Sample Factory's reward scaling of the env")
     p.add_argument("--mean-from", type=int, default=None,
                    help="also print each run's mean reward from these frames to the last common frame")
+    return p
+
+
+def _print_table(curves: list[Curve], marks: list[int]) -> None:
+    width = max(12, *(len(c.name) for c in curves))
+    print("frames".rjust(10) + "".join(c.name.rjust(width + 2) for c in curves))
+    for m in marks:
+        cells = [c.at(m) for c in curves]
+        print(f"{m:>10,}" + "".join(("-" if v is None else f"{v:.1f}").rjust(width + 2) for v in cells))
+
+
+def _run_result(c: Curve, a: argparse.Namespace, marks: list[int], last: int) -> tuple[str, dict]:
+    """One run's line (when it first reached the threshold, its window mean) and its JSON entry."""
+    hit = c.first_reaching(a.threshold)
+    if hit:
+        said = f"first >= {a.threshold:g} at {hit[0]:,} frames, {hit[1]:.0f} s after launch"
+    elif c.frames:
+        said = f"never >= {a.threshold:g} (last {c.rewards[-1]:.1f} at {c.frames[-1]:,} frames)"
+    else:
+        said = "no episodes"
+    entry = {"reward_at_marks": [c.at(m) for m in marks], "frames_to_threshold": hit and hit[0],
+             "seconds_to_threshold": hit and round(hit[1], 1),
+             "last": [c.frames[-1], c.rewards[-1]] if c.frames else None}
+    if a.mean_from is not None:
+        mean = entry["window_mean"] = c.mean_between(a.mean_from, last)
+        said += f"; mean {mean:.2f} over {a.mean_from:,}-{last:,} frames" if mean is not None else ""
+    return said, entry
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = _parser()
     a = p.parse_args(argv)
     if a.every <= 0 or a.sf_reward_scale <= 0:
         p.error("--every and --sf-reward-scale must be positive")
@@ -104,33 +135,15 @@ def main(argv: list[str] | None = None) -> dict:
     curves = [load(r, a.sf_reward_scale) for r in a.runs]
     last = min(c.frames[-1] for c in curves if c.frames) if all(c.frames for c in curves) else 0
     marks = list(range(a.every, last + 1, a.every))
-    width = max(12, *(len(c.name) for c in curves))
-    print("frames".rjust(10) + "".join(c.name.rjust(width + 2) for c in curves))
-    for m in marks:
-        cells = [c.at(m) for c in curves]
-        print(f"{m:>10,}" + "".join(("-" if v is None else f"{v:.1f}").rjust(width + 2) for v in cells))
+    _print_table(curves, marks)
     out = {"threshold": a.threshold, "marks": marks, "runs": {}}
     if a.mean_from is not None:
         if a.mean_from > last:
             p.error(f"--mean-from {a.mean_from:,} is past the last frame every run reached ({last:,})")
         out["window"] = [a.mean_from, last]
     for c in curves:
-        hit = c.first_reaching(a.threshold)
-        if hit:
-            said = f"first >= {a.threshold:g} at {hit[0]:,} frames, {hit[1]:.0f} s after launch"
-        elif c.frames:
-            said = f"never >= {a.threshold:g} (last {c.rewards[-1]:.1f} at {c.frames[-1]:,} frames)"
-        else:
-            said = "no episodes"
-        if a.mean_from is not None:
-            mean = c.mean_between(a.mean_from, last)
-            said += f"; mean {mean:.2f} over {a.mean_from:,}-{last:,} frames" if mean is not None else ""
+        said, out["runs"][c.name] = _run_result(c, a, marks, last)
         print(f"{c.name}: {said}")
-        out["runs"][c.name] = {"reward_at_marks": [c.at(m) for m in marks], "frames_to_threshold": hit and hit[0],
-                               "seconds_to_threshold": hit and round(hit[1], 1),
-                               "last": [c.frames[-1], c.rewards[-1]] if c.frames else None}
-        if a.mean_from is not None:
-            out["runs"][c.name]["window_mean"] = c.mean_between(a.mean_from, last)
     print(json.dumps(out))
     return out
 

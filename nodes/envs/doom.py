@@ -59,6 +59,17 @@ def scenario_path(env_cfg) -> str:
 
 
 def check(env_cfg) -> None:
+    _check_scenario(env_cfg)
+    _check_names(env_cfg)
+    game = _game(env_cfg)
+    if env_cfg.measurements and not game.get_available_game_variables():
+        raise ConfigError(f"env.measurements=true but scenario '{env_cfg.id}' defines no game variables "
+                          "(set env.measurements=false)")
+    doom_match.check(env_cfg, game.get_doom_scenario_path(), game.get_doom_map())
+
+
+def _check_scenario(env_cfg) -> None:
+    """The scenario file, the screen size, the engine restarts and the action mode."""
     if not env_cfg.id.endswith(".cfg"):
         raise ConfigError(f"env.id for a VizDoom env must name a scenario .cfg, got '{env_cfg.id}'")
     if not os.path.isfile(scenario_path(env_cfg)):
@@ -71,6 +82,10 @@ def check(env_cfg) -> None:
                           f"got {env_cfg.restart_episodes}")
     if env_cfg.actions not in ACTION_MODES:
         raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
+
+
+def _check_names(env_cfg) -> None:
+    """Every button and game variable the config names is one VizDoom knows."""
     buttons = _vizdoom().Button.__members__
     for name in env_cfg.buttons:
         if name not in buttons:
@@ -82,11 +97,6 @@ def check(env_cfg) -> None:
             if name not in known:
                 raise ConfigError(f"env.{key}: '{name}' is not a VizDoom game variable "
                                   "(e.g. HEALTH, AMMO2, KILLCOUNT, FRAGCOUNT)")
-    game = _game(env_cfg)
-    if env_cfg.measurements and not game.get_available_game_variables():
-        raise ConfigError(f"env.measurements=true but scenario '{env_cfg.id}' defines no game variables "
-                          "(set env.measurements=false)")
-    doom_match.check(env_cfg, game.get_doom_scenario_path(), game.get_doom_map())
 
 
 def _game(env_cfg):
@@ -109,48 +119,52 @@ def _game(env_cfg):
     return game
 
 
+class _Heads:
+    """The heads env.actions=heads builds over a scenario's buttons, and the buttons they cover."""
+
+    def __init__(self, buttons):
+        self.width = len(buttons)
+        self.index = {b.name: i for i, b in enumerate(buttons)}
+        self.used = set(NEVER_PRESSED)
+        self.heads = []
+
+    def add(self, name: str, rows: list[dict], covers=()) -> None:
+        """A head whose options press the buttons of each row (name: value; the first row, {}: none)."""
+        m = np.zeros((len(rows), self.width), np.float32)
+        for r, presses in enumerate(rows):
+            for button, value in presses.items():
+                m[r, self.index[button]] = value
+        self.heads.append((name, m))
+        self.used.update(covers)
+
+    def pair(self, name: str, a: str, b: str, delta: str | None = None) -> None:
+        """A head of none / a / b, or of none / +delta / -delta when the scenario has only the delta."""
+        if a in self.index and b in self.index:
+            self.add(name, [{}, {a: 1}, {b: 1}], (a, b, delta) if delta else (a, b))  # the buttons cover the delta
+        elif delta and delta in self.index:
+            self.add(name, [{}, {delta: 1}, {delta: -1}], (delta,))
+
+
 def action_heads(buttons) -> list:
     """[(head name, options [n, len(buttons)] float32)] for env.actions=heads."""
-    index = {b.name: i for i, b in enumerate(buttons)}
-    used = set(NEVER_PRESSED)
-    heads = []
-
-    def options(rows):
-        m = np.zeros((len(rows), len(buttons)), np.float32)
-        for r, presses in enumerate(rows):
-            for name, value in presses.items():
-                m[r, index[name]] = value
-        return m
-
-    def pair(name, a, b, delta=None):
-        if a in index and b in index:
-            heads.append((name, options([{}, {a: 1}, {b: 1}])))
-            used.update((a, b))
-            if delta:
-                used.add(delta)  # the buttons cover it
-        elif delta and delta in index:
-            heads.append((name, options([{}, {delta: 1}, {delta: -1}])))
-            used.add(delta)
-
-    pair("move", "MOVE_FORWARD", "MOVE_BACKWARD", "MOVE_FORWARD_BACKWARD_DELTA")
-    pair("strafe", "MOVE_LEFT", "MOVE_RIGHT", "MOVE_LEFT_RIGHT_DELTA")
+    h = _Heads(buttons)
+    h.pair("move", "MOVE_FORWARD", "MOVE_BACKWARD", "MOVE_FORWARD_BACKWARD_DELTA")
+    h.pair("strafe", "MOVE_LEFT", "MOVE_RIGHT", "MOVE_LEFT_RIGHT_DELTA")
     for name, button in (("attack", "ATTACK"), ("sprint", "SPEED"), ("interact", "USE")):
-        if button in index:
-            heads.append((name, options([{}, {button: 1}])))
-            used.add(button)
-    weapons = [n for n in index if n.startswith("SELECT_WEAPON")]
+        if button in h.index:
+            h.add(name, [{}, {button: 1}], (button,))
+    weapons = [n for n in h.index if n.startswith("SELECT_WEAPON")]
     if weapons:
-        heads.append(("weapon", options([{}] + [{w: 1} for w in weapons])))
-        used.update(weapons)
-    if "TURN_LEFT_RIGHT_DELTA" in index:  # finer aiming than the two buttons
-        heads.append(("turn", options([{"TURN_LEFT_RIGHT_DELTA": float(d)} for d in TURN_DELTAS])))
-        used.update(("TURN_LEFT_RIGHT_DELTA", "TURN_LEFT", "TURN_RIGHT"))
+        h.add("weapon", [{}] + [{w: 1} for w in weapons], weapons)
+    if "TURN_LEFT_RIGHT_DELTA" in h.index:  # finer aiming than the two buttons
+        h.add("turn", [{"TURN_LEFT_RIGHT_DELTA": float(d)} for d in TURN_DELTAS],
+              ("TURN_LEFT_RIGHT_DELTA", "TURN_LEFT", "TURN_RIGHT"))
     else:
-        pair("turn", "TURN_LEFT", "TURN_RIGHT")
-    for name in index:
-        if name not in used:
-            heads.append((name.lower(), options([{}, {name: 1}])))
-    return heads
+        h.pair("turn", "TURN_LEFT", "TURN_RIGHT")
+    for name in h.index:
+        if name not in h.used:
+            h.add(name.lower(), [{}, {name: 1}])
+    return h.heads
 
 
 def _actions(env_cfg, buttons):
