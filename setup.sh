@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Slurm for the tests' local cluster (tests/slurm/local-cluster.sh): installed once, when missing,
-# if this is root with apt-get (Debian/Ubuntu). Elsewhere the Slurm tests skip and say why.
+# if this is root with apt-get (Debian/Ubuntu). Elsewhere the Slurm tests skip and say why
+# (under CI=true they fail: tests/helpers.py missing_dependency).
 slurm_packages="slurm-wlm munge slurmdbd mariadb-server"
 if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v munged >/dev/null \
     || ! command -v mariadbd >/dev/null; then
@@ -19,10 +20,11 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! co
     # shellcheck disable=SC2086
     apt-get install -y -q $slurm_packages >/dev/null 2>&1 \
       || { apt-get update -q >/dev/null && apt-get install -y -q $slurm_packages >/dev/null; } \
-      || echo "setup.sh: could not install $slurm_packages; the Slurm tests will be skipped" >&2
+      || echo "setup.sh: could not install $slurm_packages; the Slurm tests will be skipped (fail under CI=true)" >&2
     if [ "$own_policy" = 1 ]; then rm -f "$policy"; fi
   else
-    echo "setup.sh: Slurm is not installed and this is not root with apt-get; the Slurm tests will be skipped" >&2
+    echo "setup.sh: Slurm is not installed and this is not root with apt-get; the Slurm tests will be skipped" \
+      "(fail under CI=true)" >&2
   fi
 fi
 
