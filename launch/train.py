@@ -34,8 +34,9 @@ def finish(code: int, run_dir: str) -> float | None:
     return objective(run_dir)
 
 
-@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
-def main(cfg) -> float | None:
+def main(cfg, submitted: list) -> float | None:
+    """One run (or sweep point) of the composed config `cfg`; launcher=slurm adds the jobs to wait
+    for (launcher.wait=true) to `submitted`."""
     obj = resolve(cfg, hydra_run_dir())
     from launch import slurm
     from sync.world import detect
@@ -55,9 +56,11 @@ def main(cfg) -> float | None:
     if obj.launcher.name == "slurm":
         write_resolved(obj)
         try:
-            slurm.submit(obj)  # returns: a sweep (-m) submits one job per point
+            jobs = slurm.submit(obj)  # returns: a sweep (-m) submits one job per point
         except ConfigError as exc:
             refuse(str(exc))
+        if obj.launcher.wait:
+            submitted.extend(jobs)
         return None
     write_resolved(obj)
     log.info("run directory: %s", obj.run_dir)
@@ -68,8 +71,23 @@ def main(cfg) -> float | None:
     return finish(run_node(obj), obj.run_dir)
 
 
-if __name__ == "__main__":
-    check_command(sys.argv[1:], check)
-    main()
+def app(submitted: list):
+    """The Hydra app. Hydra calls it once per run or sweep point and drops what it returns, so the
+    jobs to wait for reach the command through `submitted`, its own list."""
+    @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+    def hydra_main(cfg) -> float | None:
+        return main(cfg, submitted)
+
+    return hydra_main
+
+
+def run(argv: list[str]) -> int:
+    check_command(argv, check)
+    submitted: list = []
+    app(submitted)()
     from launch.slurm import wait_submitted
-    sys.exit(wait_submitted())  # launcher=slurm launcher.wait=true: every job this command submitted
+    return wait_submitted(submitted)  # launcher=slurm launcher.wait=true: every job this command submitted
+
+
+if __name__ == "__main__":
+    sys.exit(run(sys.argv[1:]))

@@ -260,7 +260,7 @@ class BenchConfig:
 
 @dataclass
 class LauncherConfig:
-    """launcher=local runs on this machine; launcher=slurm (launch/slurm.py, through submitit) submits
+    """launcher=local runs on this machine; launcher=slurm (launch/slurm/, through submitit) submits
     ONE job of nodes/tasks_per_node Slurm nodes, one rank per task, each running the resolved config
     the submitting command wrote to <run_dir>/config.yaml; submitit's files go to <run_dir>/slurm/.
     Values are checked by launch.slurm.check before anything is submitted."""
@@ -291,7 +291,7 @@ class LauncherConfig:
     poll_s: float = 2.0  # wait=true: seconds between job-state queries
     # true: a job array of `nodes` one-node jobs instead of one job (needs sync.elastic): an element
     # that fails, is cancelled or is requeued leaves the run and the others go on; a requeued
-    # element rejoins when it runs again (launch/slurm.py SlurmArrayTask)
+    # element rejoins when it runs again (launch/slurm/tasks.py SlurmArrayTask)
     array: bool = False
 
 

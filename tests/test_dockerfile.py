@@ -67,7 +67,7 @@ def test_installs_a_package_that_provides_scontrol():
     for r in runs():
         for m in re.finditer(r"apt-get install ([^&;|]*)", r):
             apt |= {word for word in m.group(1).split() if not word.startswith("-")}
-    assert apt & SCONTROL_PACKAGES, f"no scontrol (launch/slurm.py requeue) in the image: apt installs {apt}"
+    assert apt & SCONTROL_PACKAGES, f"no scontrol (launch/slurm/preemption.py requeue) in the image: apt installs {apt}"
 
 
 def test_torch_and_dependencies_installed_before_the_code_is_copied():
