@@ -58,14 +58,14 @@ MB = 1 << 20
 
 
 def memory_figures(m) -> dict:
-    """A phase's memory (nodes.node.Measured) as the JSON's MB figures."""
+    """A phase's memory (launch.measure.Measured) as the JSON's MB figures."""
     return dict(peak_pss_mb=round(m.memory.pss / MB, 1), peak_rss_sum_mb=round(m.memory.rss / MB, 1),
                 processes=m.memory.processes, shared_buffers_mb=round(m.shared_bytes / MB, 1),
                 dev_shm_mb=round(m.memory.dev_shm / MB, 1))
 
 
 def bench_node(obj) -> None:
-    from nodes.node import Node
+    from launch.measure import measure
     from nodes.profile import format_shares
     s = obj.sampler
     print(f"bench: env={obj.env.name} workers={s.num_workers} envs_per_worker={s.envs_per_worker} "
@@ -73,8 +73,9 @@ def bench_node(obj) -> None:
           f"batch={s.batch_size} rollout={s.rollout} seconds/phase={obj.bench.seconds}", flush=True)
     got = {}
     for phase in ("simulate", "sample", "train"):
-        got[phase] = m = Node(obj, is_writer=False).measure(phase, obj.bench.seconds, obj.bench.warmup_s)
-        print(f"{phase:>9}: {m.fps:10.1f} env frames/s", flush=True)
+        got[phase] = m = measure(obj, phase, obj.bench.seconds, obj.bench.warmup_s)
+        trained = f" collected, {m.trained_fps:.1f} trained" if phase == "train" else ""
+        print(f"{phase:>9}: {m.fps:10.1f} env frames/s{trained}", flush=True)
         for line in format_shares(m.profile):  # where each kind of process spent the measured seconds
             print(f"{'':>11}{line}", flush=True)
         print(f"{'':>11}cpu cores busy: " + ", ".join(f"{k} {x:.2f}" for k, x in m.cores.items()), flush=True)
@@ -86,7 +87,7 @@ def bench_node(obj) -> None:
           f"/dev/shm {mem['dev_shm_mb']:.0f} MB (training)", flush=True)
     fps = {phase: m.fps for phase, m in got.items()}
     result = dict(pure_sim_fps=round(fps["simulate"], 1), sampler_fps=round(fps["sample"], 1),
-                  train_fps=round(fps["train"], 1),
+                  train_fps=round(fps["train"], 1), train_trained_fps=round(got["train"].trained_fps, 1),
                   sampler_ratio=round(fps["sample"] / fps["simulate"], 3),
                   train_ratio=round(fps["train"] / fps["simulate"], 3),
                   profile={phase: m.profile for phase, m in got.items()},
@@ -137,8 +138,8 @@ def bench_soak(obj) -> None:
 
 
 def bench_modes(obj) -> None:
+    from launch.measure import measure
     from nodes.config import validate
-    from nodes.node import Node
     s, modes = obj.sampler, list(obj.bench.modes)
     configs = []
     for mode in modes:  # every scheme checked before the first one runs
@@ -151,7 +152,7 @@ def bench_modes(obj) -> None:
           f"seconds/mode={obj.bench.seconds}, train phase per mode: {', '.join(modes)}", flush=True)
     fps = {}
     for mode, one in zip(modes, configs):
-        fps[mode] = Node(one, is_writer=False).measure("train", obj.bench.seconds, obj.bench.warmup_s).fps
+        fps[mode] = measure(one, "train", obj.bench.seconds, obj.bench.warmup_s).fps
         print(f"{mode:>13}: {fps[mode]:10.1f} env frames/s  ({fps[mode] / fps[modes[0]]:.3f} x {modes[0]})",
               flush=True)
     shutil.rmtree(obj.run_dir, ignore_errors=True)

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 from nodes.buffers import SlotBatch
+from nodes.errors import WorkerFailed, one_line
 from nodes.profile import BATCHER, BATCHER_ROW, Clock
 
 WAIT, COPY = BATCHER.index("wait"), BATCHER.index("copy")
@@ -74,7 +75,7 @@ class Batcher(threading.Thread):
         by counting the round in control.rounds_released: each env owns its slots; `preempt`
         ends the current round early through control.cut_round. member: the population member
         whose trajectories (channels.trajectories[member]) it batches: one batcher per member."""
-        super().__init__(name=f"batcher{member}" if member else "batcher", daemon=True)
+        super().__init__(name=f"the batcher of population member {member}" if member else "the batcher", daemon=True)
         self.queue = channels.trajectories[member]
         self.buffers, self.ch, self.per_batch, self.stop_event = buffers, channels, per_batch, stop
         self.rounds, self.control = rounds, control
@@ -85,7 +86,7 @@ class Batcher(threading.Thread):
         self.pending: list[int] = []  # finished slots not yet in a batch
         self.ready: SlotBatch | None = None  # a full batch copied out ahead of time
         self.error: BaseException | None = None
-        # a population: set when this member's batch is ready (one event for every member's batcher)
+        # set when this member's batch is ready (one event for every member's batcher: nodes.sampler)
         self.notify: threading.Event | None = None
         # this thread's phase split (nodes.profile; a population's first member's batcher)
         self.clock = Clock(control.profile.numpy()[BATCHER_ROW] if control is not None and not member else None)
@@ -154,12 +155,14 @@ class Batcher(threading.Thread):
         except BaseException as exc:  # noqa: BLE001 - surfaced by the main loop
             self.error = exc
 
-    def _check(self) -> None:
+    def check(self) -> None:
+        """A batcher thread that raised ends the run: WorkerFailed naming it, with its error."""
         if self.error is not None:
-            raise RuntimeError(f"batcher failed: {self.error!r}") from self.error
+            exc = self.error
+            raise WorkerFailed(f"{self.name} failed: {type(exc).__name__}: {one_line(exc)}") from exc
 
     def get_full(self, timeout: float) -> SlotBatch | None:
-        self._check()
+        self.check()
         with self.cond:
             if self.ready is None:
                 self.cond.wait(timeout)
@@ -173,7 +176,7 @@ class Batcher(threading.Thread):
 
     def take_partial(self, min_slots: int) -> SlotBatch | None:
         """A full batch if there is one, else every pending slot if there are at least min_slots."""
-        self._check()
+        self.check()
         with self.cond:
             if self.ready is not None:
                 batch, self.ready = self.ready, None
@@ -185,58 +188,48 @@ class Batcher(threading.Thread):
         return None
 
 
-def wait_for_batch(batcher: Batcher, peers, version: int, straggler: bool, min_slots: int,
-                   idle: Callable[[], None]) -> tuple[SlotBatch, bool]:
-    """The learner's next batch, and whether it was cut short.
+def wait_for_batches(batchers: list[Batcher], peers, tick: int, straggler: bool, min_slots: int,
+                     idle: Callable[[], None], ready: threading.Event) -> tuple[list[SlotBatch | None], bool]:
+    """The batches of one learner iteration, one per population member (one policy: a population of
+    one), and whether any was cut short. `ready` is the event every batcher sets when its batch is
+    ready; `idle()` runs between polls (the node takes its workers' reports and checks they live).
 
-    A full local batch, after which this rank tells its peers it is ready for `version`; or, with
-    straggler handling on and once enough peers are ready (`peers.others_ready`), the at least
-    `min_slots` trajectories this rank has (the all-reduce weights them by their sample count);
-    in rounds (sync mode) the round instead ends early, every rollout at least
-    sync.min_batch_frac of T long (DD-PPO's preemption), and its batch counts as cut short.
-    `idle()` runs between polls (the node takes its workers' reports and checks they live).
+    Every member learns in every iteration, on a full batch each once all have one; then this rank
+    tells its peers it is ready for `tick`. Otherwise every member takes what it has (a full batch,
+    at least `min_slots` trajectories, or nothing: None, and its learner joins the member's
+    all-reduce with no samples) once
+    - the batchers hold as many slots as the members' batches together: members whose envs play
+      unequal shares (self-play draws) would make the others' trajectories pile up until no slot
+      is free;
+    - or, with straggler handling, enough peers are ready (`peers.others_ready`): a node that is
+      behind contributes what it has (the all-reduce weights it by its sample count). In rounds
+      (sync mode) the round instead ends early, every rollout at least sync.min_batch_frac of T
+      long (DD-PPO's preemption), and its batch counts as cut short.
+    A batcher that failed ends the wait (WorkerFailed naming its member).
     """
     # with peers, poll often: a late look at their readiness is time they spend waiting
     poll_s = 0.002 if peers.world_size > 1 else 0.05
-    while True:
-        batch = batcher.get_full(timeout=poll_s)
-        if batch is not None:
-            peers.mark_ready(version)
-            return batch, batch.rewards.shape[1] < batcher.buffers.rollout
-        if straggler and batcher.rounds:
-            if peers.others_ready(version):
-                batcher.preempt()
-        elif straggler and peers.others_ready(version):
-            batch = batcher.take_partial(min_slots)
-            if batch is not None:
-                return batch, len(batch.rewards) < batcher.per_batch
-        idle()
-
-
-def wait_for_members(batchers: list[Batcher], peers, iteration: int, straggler: bool, min_slots: int,
-                     idle: Callable[[], None], ready: threading.Event) -> tuple[list[SlotBatch | None], bool]:
-    """A population's batches for one iteration (one batcher per member, `ready` the event each
-    sets when its batch is ready), and whether any was cut short.
-
-    Every member learns in every iteration, on a full batch each once all have one (then this
-    rank tells its peers it is ready for `iteration`). Members whose envs play unequal shares
-    (self-play draws) would make the others' trajectories pile up until no slot is free: once the
-    batchers hold as many slots as the members' batches together (the free slots are gone), or
-    with straggler handling once enough peers are ready, every member takes what it has: a full
-    batch, or at least `min_slots` trajectories, or nothing (None: it keeps them, and its learner
-    joins the member's all-reduce with no samples).
-    """
-    poll_s = 0.002 if peers.world_size > 1 else 0.05
     needed = sum(b.per_batch for b in batchers)
+    rounds = batchers[0].rounds
     while True:
         ready.clear()  # before looking: a batch made after this sets it again
+        for b in batchers:
+            b.check()
         full = all(b.ready is not None for b in batchers)
         if full:
-            peers.mark_ready(iteration)
-        if full or sum(b.held() for b in batchers) >= needed or (straggler and peers.others_ready(iteration)):
+            peers.mark_ready(tick)
+        others = straggler and not full and peers.others_ready(tick)
+        if others and rounds:
+            for b in batchers:
+                b.preempt()
+        elif full or others or sum(b.held() for b in batchers) >= needed:
             batches = [b.take_partial(min_slots) for b in batchers]
             if any(batch is not None for batch in batches):
-                short = any(x is None or len(x.rewards) < b.per_batch for x, b in zip(batches, batchers))
-                return batches, short
+                return batches, any(cut_short(x, b) for x, b in zip(batches, batchers))
         idle()
         ready.wait(poll_s)
+
+
+def cut_short(batch: SlotBatch | None, batcher: Batcher) -> bool:
+    """Fewer trajectories than a batch (straggler), or shorter rollouts (a preempted round)."""
+    return batch is None or len(batch.rewards) < batcher.per_batch or batch.rewards.shape[1] < batcher.buffers.rollout

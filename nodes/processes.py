@@ -180,7 +180,7 @@ class WorkerPool:
                 raise WorkerFailed(f"workers not ready after {timeout_s:.0f} s ({self.ready}/{len(self.procs)})")
             self.poll()
             self.check_alive()
-            if self.signals.received is not None:
+            if self.signals.received is not None and not self.signals.vote:  # several nodes: a vote, later
                 raise Stopped(self.signals.received)
 
     def poll(self, timeout: float = 0.05) -> None:

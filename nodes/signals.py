@@ -20,8 +20,11 @@ DEFAULT = (signal.SIGINT, signal.SIGTERM)
 
 
 class StopSignals:
-    def __init__(self, signums: Sequence[int] = DEFAULT):
+    def __init__(self, signums: Sequence[int] = DEFAULT, vote: bool = False):
+        """vote: a signal is this rank's vote to stop, counted at the next collective (several nodes),
+        never an immediate stop; the node clears it once every rank has left the lockstep."""
         self.signums = tuple(dict.fromkeys(signums))
+        self.vote = vote
         self.received: int | None = None
         self._previous: dict[int, object] = {}
 

@@ -1,4 +1,4 @@
-"""The learner's batch wait (nodes.batcher.wait_for_batch), straggler branch included, in-process.
+"""The learners' batch wait (nodes.batcher.wait_for_batches), straggler branch included, in-process.
 
 Real shared buffers and the real Batcher thread; the trajectory queue is a list and the peers
 are a stand-in whose readiness the test sets, so every decision is checked exactly: which slots
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from helpers import compose
 
-from nodes.batcher import Batcher, wait_for_batch
+from nodes.batcher import Batcher, wait_for_batches
 from nodes.buffers import allocate
 from nodes.envs import EnvSpec
 from nodes.errors import WorkerFailed
@@ -57,13 +57,24 @@ def setup():
     buffers = allocate(EnvSpec((3,), np.float32, (2,)), s, 2)
     for slot in range(buffers.num_slots):
         buffers.obs[slot] = float(slot)  # every row of a batch says which slot it came from
-    ch = SimpleNamespace(trajectories=[ListQueue()], free_slots=ListQueue())
+    ch = SimpleNamespace(trajectories=[ListQueue(), ListQueue()], free_slots=ListQueue())
     stop = threading.Event()
     batcher = Batcher(buffers, ch, PER_BATCH, stop)
+    batcher.notify = READY
     batcher.start()
     yield batcher, ch
     stop.set()
     batcher.join(5)
+
+
+READY = threading.Event()
+
+
+def wait_for_batch(batcher, peers, tick, straggler, min_slots, idle):
+    """One policy: a population of one."""
+    batches, partial = wait_for_batches([batcher], peers, tick, straggler, min_slots, idle, READY)
+    assert len(batches) == 1
+    return batches[0], partial
 
 
 def slots_of(batch):
@@ -131,3 +142,18 @@ def test_a_failure_seen_while_waiting_ends_the_wait(setup):
         raise WorkerFailed("rollout worker 0 exited unexpectedly (exit code 1)")
     with pytest.raises(WorkerFailed, match="rollout worker 0"):
         wait_for_batch(batcher, StubPeers(), 0, True, 1, idle)
+
+
+def test_a_population_members_failed_batcher_ends_the_wait_naming_it(setup):
+    """Member 1's batcher thread raised: the wait (which polls the batchers' readiness, not their
+    get) ends with one line naming that member, instead of stalling while peers time out."""
+    batcher, ch = setup
+    second = Batcher(batcher.buffers, ch, PER_BATCH, batcher.stop_event, member=1)
+    second.notify = READY
+    second.queue = SimpleNamespace(get_many=lambda **_: (_ for _ in ()).throw(OSError("queue gone")))
+    second.start()
+    second.join(5)
+    ch.trajectories[0].put_many([0, 1, 2, 3])  # member 0 has a full batch; member 1 never will
+    with pytest.raises(WorkerFailed) as err:
+        wait_for_batches([batcher, second], StubPeers(), 0, False, 1, lambda: None, READY)
+    assert str(err.value) == "the batcher of population member 1 failed: OSError: queue gone"

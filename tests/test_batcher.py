@@ -13,6 +13,7 @@ from helpers import compose
 from nodes.batcher import Batcher
 from nodes.buffers import Control, allocate
 from nodes.envs import EnvSpec
+from nodes.errors import WorkerFailed
 
 PER_BATCH, ROLLOUT = 3, 2
 
@@ -130,9 +131,9 @@ def test_an_error_in_the_thread_surfaces_in_the_learner(parts):
     _, start = parts
     batcher, _, _ = start(fail=RuntimeError("queue broke"))
     batcher.join(5)
-    with pytest.raises(RuntimeError, match="batcher failed: RuntimeError\\('queue broke'\\)"):
+    with pytest.raises(WorkerFailed, match="^the batcher failed: RuntimeError: queue broke$"):
         batcher.get_full(timeout=0.01)
-    with pytest.raises(RuntimeError, match="batcher failed"):
+    with pytest.raises(WorkerFailed, match="the batcher failed"):
         batcher.take_partial(1)
 
 
