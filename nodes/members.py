@@ -78,8 +78,17 @@ class Members:
             return [m["match"]["win"] if "match" in m else None for m in self.merged]
         return [m["reward"] for m in self.merged]
 
+    def after_gather(self, tails: list[list[float]], frames: int) -> tuple[list[dict], bool]:
+        """Every rank's member rows merged, then a self-play snapshot and a PBT step where due (the
+        same decisions on every rank); returns (the PBT replacements, whether any member's or
+        snapshot's weights changed: the policy workers must get them)."""
+        self.merge(tails)
+        snapshot = self.snapshot_step(frames)
+        events = self.pbt_step(frames)
+        return events, snapshot is not None or bool(events)
+
     # ------------------------------------------------------------------ PBT
-    def pbt_step(self, frames: int, control_shaping: torch.Tensor | None) -> list[dict]:
+    def pbt_step(self, frames: int) -> list[dict]:
         """After a stats gather: a PBT step when one is due; applies its replacements (the same on
         every rank) and returns them (the caller publishes the replaced members' weights)."""
         per_member = frames / self.size
@@ -93,8 +102,6 @@ class Members:
                      f"{int(per_member):,}", shown)
         for e in events:
             self.replace(e["member"], e["source"], Hyper(**e["new"]))
-            if control_shaping is not None:
-                control_shaping[e["member"]] = torch.tensor(self.hypers[e["member"]].shaping)
             log.info("%s", self.pbt.describe(e))
         return events
 

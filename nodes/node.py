@@ -90,7 +90,7 @@ class Node:
         # the weights through SharedWeights (on the policy workers' device: CUDA IPC on a GPU).
         self.members = Members(cfg, self.spec, self.peers, torch.device(cfg.train.device))
         self.state = RunState(self.members)
-        self.sampler = Sampler(cfg, self.members, self.spec, self.signals, self._on_episode,
+        self.sampler = Sampler(cfg, self.members, self.spec, self.signals, self.state.on_episode,
                                self.placement.worker_cores)
         self.record = RunRecord(cfg, self.peers.is_writer if is_writer is None else is_writer)
         self.membership = Membership(cfg, self.peers, self.state, self.record, self._on_world, self._on_state)
@@ -119,13 +119,6 @@ class Node:
             self.sampler.publish_all()
             if newer:
                 self.sampler.drop_collected()
-
-    def _on_episode(self, reward: float, length: int, match: dict | None = None, member: int = 0,
-                    opponents=()) -> None:
-        if member >= self.members.size:  # a self-play snapshot's seat: not a learner's episode
-            return
-        self.stats.add_episode(reward, length, match)
-        self.members.on_episode(reward, length, match, member, opponents)
 
     def _idle(self) -> None:
         """Between polls for a batch: the workers' reports, their liveness, a stop signal (with one
@@ -183,13 +176,10 @@ class Node:
         rows = self.peers.gather_stats(mine.to_floats() + (m.rows() if m.tracked else []))
         self.ranks.add([RankRow.from_floats(r[:RANK_ROW_WIDTH]) for r in rows], t.since_gather)
         t.since_gather = 0
-        if not m.tracked:
-            return
-        m.merge([r[RANK_ROW_WIDTH:] for r in rows])
-        snapshot = m.snapshot_step(self.stats.env_frames)
-        self.events = m.pbt_step(self.stats.env_frames, None)
-        if snapshot is not None or self.events:
-            self.sampler.publish_all()
+        if m.tracked:
+            self.events, changed = m.after_gather([r[RANK_ROW_WIDTH:] for r in rows], self.stats.env_frames)
+            if changed:
+                self.sampler.publish_all()
 
     def _train(self) -> None:
         """Start the workers (elastic: they run already), then iterate until every rank has voted to stop."""

@@ -37,6 +37,13 @@ class RunState:
         """How far this rank went: its members' versions summed (the same on ranks in lockstep)."""
         return sum(learner.version for learner in self.learners)
 
+    def on_episode(self, reward: float, length: int, match: dict | None = None, member: int = 0,
+                   opponents=()) -> None:
+        """A rollout worker's finished episode (a self-play snapshot's seat: nobody's)."""
+        if member < self.members.size:
+            self.stats.add_episode(reward, length, match)
+            self.members.on_episode(reward, length, match, member, opponents)
+
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, episodes: int | None = None) -> dict:
         """The checkpoint: the members' state with the run's counters and recent episodes.

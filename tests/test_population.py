@@ -183,7 +183,7 @@ def test_a_population_checkpoint_restores_members_hypers_and_pbt_and_refuses_ano
     spec = env_spec(cfg.env)
     members = Members(cfg, spec, Solo(), torch.device("cpu"))
     members.merged = [{"reward": 1.0}, {"reward": 5.0}]
-    events = members.pbt_step(frames=200, control_shaping=None)
+    events = members.pbt_step(frames=200)
     assert [(e["member"], e["source"]) for e in events] == [(0, 1)]
     state = copy.deepcopy(members.state_dict())
     other = Members(cfg, spec, Solo(), torch.device("cpu"))
