@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from launch.logs import rank_logging
 from launch.overrides import refuse
 from launch.ranks import run_rank
+from launch.slurm.step import prepare_env
 from nodes.config import Config
 from sync.world import detect
 
@@ -39,6 +40,7 @@ def main(argv) -> int:
         print("usage: python -m launch.node RUN_DIR", file=sys.stderr)
         return 2
     cfg = load_config(argv[0])
+    prepare_env(cfg)  # in a Slurm step (srun): where its ranks meet, as for launch.train
     world = detect()
     if world is None and cfg.sync.elastic:  # a node joining the run (or an array element)
         from launch.ranks import make_rendezvous

@@ -40,7 +40,7 @@ def main(cfg, submitted: list) -> float | None:
     obj = resolve(cfg, hydra_run_dir())
     from launch import slurm
     from sync.world import detect
-    slurm.prepare_env(obj)  # in a Slurm step: rendezvous at the first node's address
+    slurm.prepare_env(obj)  # in a Slurm step: the first node's address, and a port rank 0 publishes
     world = detect()
     if world is not None:  # srun / torchrun / Hydra's submitit launcher: join the world as one rank
         # hydra-submitit's tasks share the sweep directory its submitting process fixed

@@ -4,7 +4,8 @@ Sources, in order: torchrun (and our local spawner), which set RANK / WORLD_SIZE
 MASTER_PORT / LOCAL_RANK; then a Slurm job step with several tasks (srun), which sets
 SLURM_PROCID / SLURM_STEP_NUM_TASKS / SLURM_LOCALID / SLURM_STEP_NODELIST. A Slurm batch script
 (no step) is not a world: it is where a launcher starts one. The rendezvous port comes from the
-environment, else from the Slurm job id (so every task of a job derives the same one).
+environment (launch.slurm.step puts the one rank 0 publishes there), else from the Slurm job and
+step ids (so every task of a step derives the same one).
 """
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ import os
 import re
 import shutil
 import subprocess
+import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-PORT_BASE, PORT_SPAN = 20000, 20000
+# Ports derived from a job id: above the privileged ports and below Linux's ephemeral range
+# (32768-60999, where the kernel picks outgoing connections' local ports, which would hold ours)
+PORT_BASE, PORT_SPAN = 20000, 32768 - 20000
 
 
 @dataclass(frozen=True)
@@ -47,8 +51,11 @@ def first_host(nodelist: str) -> str:
     return prefix + ranges.split(",")[0].split("-")[0]
 
 
-def port_for_job(job_id: str) -> int:
-    return PORT_BASE + int(re.sub(r"\D", "", job_id) or 0) % PORT_SPAN
+def port_for_job(job_id: str, step_id: str = "0") -> int:
+    """The same port on every task of a step, when nothing set one (launch.slurm.step publishes a
+    free port instead for the runs it starts). A hash of job and step: ids that differ by the span,
+    and two steps of one job, get different ports (two jobs on one node still can collide)."""
+    return PORT_BASE + zlib.crc32(f"{job_id}.{step_id}".encode()) % PORT_SPAN
 
 
 def detect(env: Mapping[str, str] | None = None) -> World | None:
@@ -57,7 +64,8 @@ def detect(env: Mapping[str, str] | None = None) -> World | None:
         size = int(env["WORLD_SIZE"])
         if size <= 1:
             return None
-        port = env.get("MASTER_PORT") or (port_for_job(env["SLURM_JOB_ID"]) if "SLURM_JOB_ID" in env else None)
+        port = env.get("MASTER_PORT") or (port_for_job(env["SLURM_JOB_ID"], env.get("SLURM_STEP_ID", "0"))
+                                           if "SLURM_JOB_ID" in env else None)
         if not port:
             raise RuntimeError("RANK/WORLD_SIZE are set but MASTER_PORT is not")
         return World(int(env["RANK"]), size, int(env.get("LOCAL_RANK", 0)),
@@ -65,7 +73,7 @@ def detect(env: Mapping[str, str] | None = None) -> World | None:
     ntasks = env.get("SLURM_STEP_NUM_TASKS")
     if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env and ntasks and int(ntasks) > 1:
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST", "127.0.0.1")
-        port = env.get("MASTER_PORT") or port_for_job(env.get("SLURM_JOB_ID", "0"))
+        port = env.get("MASTER_PORT") or port_for_job(env.get("SLURM_JOB_ID", "0"), env["SLURM_STEP_ID"])
         return World(int(env["SLURM_PROCID"]), int(ntasks), int(env.get("SLURM_LOCALID", 0)),
                      env.get("MASTER_ADDR") or first_host(nodelist), int(port), "slurm")
     return None

@@ -235,16 +235,20 @@ def test_hydra_submitit_launcher_runs_two_node_jobs(slurm, tmp_path):
         assert os.path.isfile(os.path.join(run_dir, "config.yaml"))
 
 
-def test_srun_inside_an_allocation(slurm, tmp_path):
+@pytest.mark.parametrize("world", [[], ["sync.elastic=false"]], ids=["elastic", "fixed"])
+def test_srun_inside_an_allocation(slurm, tmp_path, world):
+    """A fixed world meets at the port its rank 0 published in the run directory (launch.slurm.step)."""
     run_dir = str(tmp_path / "run")
     script = tmp_path / "job.sh"
-    args = " ".join([f"hydra.run.dir={run_dir}", *TINY, "train.max_env_frames=2048"])
+    args = " ".join([f"hydra.run.dir={run_dir}", *TINY, "train.max_env_frames=2048", *world])
     script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --time=5 --output={tmp_path}/slurm-%j.out\n"
                       f"cd {ROOT}\nsrun {sys.executable} -m launch.train {args}\n")
     job = slurm.run("sbatch", "--parsable", str(script)).stdout.strip().split(";")[0]
     state = slurm.final_state(job)
     assert state == "COMPLETED", open(glob.glob(f"{tmp_path}/slurm-*.out")[0]).read()[-3000:]
     assert_two_node_run(run_dir)
+    published = glob.glob(os.path.join(run_dir, "slurm", f"master_port.{job}.*"))
+    assert len(published) == (1 if world else 0), published
 
 
 def test_gpu_job_is_submitted_from_a_cpu_host_and_fails_on_its_nodes_in_one_line(slurm, tmp_path):

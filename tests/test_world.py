@@ -16,12 +16,12 @@ def test_torchrun_environment():
     assert w == World(1, 4, 1, "10.0.0.5", 29500, "env")
 
 
-def test_slurm_step_environment_derives_port_from_job_id():
+def test_slurm_step_environment_derives_port_from_job_and_step_ids():
     env = {"SLURM_PROCID": "1", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_LOCALID": "0",
            "SLURM_STEP_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "123456"}
     w = detect(env)
     assert (w.rank, w.size, w.local_rank, w.source) == (1, 2, 0, "slurm")
-    assert w.master_port == port_for_job("123456") == 20000 + 123456 % 20000
+    assert w.master_port == port_for_job("123456", "0")
     assert w.master_addr == "gpu07"  # first host of the step, by scontrol or by our parser
 
 
@@ -29,6 +29,15 @@ def test_slurm_step_environment_derives_port_from_job_id():
 def test_first_host_without_scontrol(monkeypatch, nodelist, host):
     monkeypatch.setattr("shutil.which", lambda name: None)
     assert first_host(nodelist) == host
+
+
+def test_derived_ports_avoid_privileged_and_ephemeral_ports_and_tell_jobs_and_steps_apart():
+    ports = {port_for_job(str(job), str(step)) for job in range(100000, 100400) for step in range(3)}
+    assert all(1024 <= p < 32768 for p in ports)  # Linux's ephemeral ports start at 32768
+    assert len(ports) > 1000  # 1200 job/step pairs (a hash: about 1145 distinct), not 400 jobs
+    assert port_for_job("123456") != port_for_job("143456")  # ids 20000 apart
+    assert port_for_job("123456", "0") != port_for_job("123456", "1")
+    assert port_for_job("123456", "1") == port_for_job("123456", "1")  # the same on every task
 
 
 def test_rank_without_port_is_refused():

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
+import time
 from collections.abc import MutableMapping
 
 from nodes.config import Config
@@ -29,16 +31,60 @@ def node_addr(name: str) -> str:
 
 def prepare_env(cfg: Config, env: MutableMapping[str, str] | None = None) -> None:
     """Inside a Slurm step of several tasks (and no torchrun world): the rendezvous address is the
-    first node's NodeAddr, and sync.master_port, when set, the port (else sync.world derives it
-    from the job id, the same on every task)."""
+    first node's NodeAddr, and the port sync.master_port when set, else (a fixed world) the one
+    rank 0 publishes in the run directory (master_port). An elastic run meets through its
+    rendezvous file instead (sync.rendezvous): its world's port is never used."""
     env = os.environ if env is None else env
     if "RANK" in env or not in_slurm_step(env) or int(env.get("SLURM_STEP_NUM_TASKS", "1") or 1) <= 1:
         return
-    if cfg.sync.master_port and "MASTER_PORT" not in env:
-        env["MASTER_PORT"] = str(cfg.sync.master_port)
+    if "MASTER_PORT" not in env:
+        if cfg.sync.master_port:
+            env["MASTER_PORT"] = str(cfg.sync.master_port)
+        elif not cfg.sync.elastic:
+            env["MASTER_PORT"] = str(master_port(cfg.run_dir, env, cfg.sync.timeout_s))
     if "MASTER_ADDR" not in env:
         from sync.world import first_host
         env["MASTER_ADDR"] = node_addr(first_host(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"]))
+
+
+def port_file(run_dir: str, env: MutableMapping[str, str]) -> str:
+    return os.path.join(run_dir, "slurm", f"master_port.{env['SLURM_JOB_ID']}.{env.get('SLURM_STEP_ID', '0')}")
+
+
+def master_port(run_dir: str, env: MutableMapping[str, str], timeout_s: float) -> int:
+    """The port rank 0 of this step hosts the world's store on. Rank 0 takes a port free on its
+    host and writes it, with the job's restart count, to a file in the run directory, which every
+    task shares (it reads its config there); the others wait up to timeout_s for that file.
+
+    Not a port derived from the job id: two jobs on one node (or whose ids map to the same port)
+    would collide, and a fixed port can be held by an outgoing connection's ephemeral port. The
+    file is named by job and step, and a requeued job's run (the same ids) is told apart by
+    SLURM_RESTART_COUNT, so no task reads a port an earlier run published."""
+    path = port_file(run_dir, env)
+    restart = env.get("SLURM_RESTART_COUNT", "0") or "0"
+    if env["SLURM_PROCID"] == "0":
+        with socket.socket() as s:
+            s.bind(("", 0))  # on every interface, as the store will listen
+            port = s.getsockname()[1]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{restart} {port}\n")
+        os.replace(tmp, path)  # whole or absent: a reader never sees half a line
+        return port
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with open(path) as f:
+                published, port = f.read().split()
+            if published == restart:
+                return int(port)
+        except (OSError, ValueError):
+            pass  # not written yet (or an earlier run's): keep looking
+        if time.monotonic() > deadline:
+            raise SystemExit(f"error: rank 0 of Slurm job {env['SLURM_JOB_ID']} published no port in {path} within "
+                             f"{timeout_s:g} s (sync.timeout_s): every task must see the same run directory")
+        time.sleep(0.2)
 
 
 def under_hydra_submitit() -> bool:
