@@ -113,9 +113,10 @@ class AlgoConfig:
     lr: float = 1e-4
     gamma: float = 0.99
     # V-trace targets (the Sample Factory paper's APPO); off: GAE (gae_lambda) on the behaviour
-    # values, as Sample Factory 2 runs VizDoom. GAE since issue 12's fourth session: with the policy
-    # lag at 1.5 and PPO's clipping it learned more per frame on defend_the_center (two seeds: 6.9
-    # and 6.7 kills at 2M against 5.9 and 5.8), as much on doom_basic and defend_the_line
+    # values, as Sample Factory 2 runs VizDoom. GAE by default: with the policy lag near 1.5 and
+    # PPO's clipping it learns more per frame than V-trace on defend_the_center, as much on
+    # doom_basic and defend_the_line (README "Measured here"; docs/changelog.md). A node with a much
+    # larger policy lag may want V-trace
     vtrace: bool = False
     vtrace_rho: float = 1.0
     vtrace_c: float = 1.0
@@ -123,8 +124,8 @@ class AlgoConfig:
     ppo_clip: bool = True  # PPO clipped surrogate; off: plain policy gradient
     clip_ratio: float = 0.1
     value_loss_coeff: float = 0.5
-    # The next four are Sample Factory's VizDoom settings (issue 12: on doom_basic, defend_the_center
-    # and defend_the_line they learned more per frame than entropy 0.003 without the other three).
+    # The next four are Sample Factory's VizDoom settings: on doom_basic, defend_the_center and
+    # defend_the_line they learn more per frame than an entropy bonus of 0.003 without the other three.
     # > 0: PPO's clipped value loss, values kept within this of the behaviour value (in the
     # normalised units when normalize_returns is on); 0: plain squared error
     value_clip: float = 0.2
@@ -468,7 +469,7 @@ def num_slots(s: Any, members: int = 1) -> int:
     return when the learner takes it (nodes.batcher), so with the default the envs collect the
     next batch during the step, half of it ahead of time (lag 1.5 on doom_basic, 2 x 8 envs;
     2.0 with one more per env, 3.0 when slots returned at the batcher's copy). A population of
-    `members` (async only) gets one batch per member (nodes.batcher.wait_for_members).
+    `members` (async only) gets one batch per member (nodes.batcher.wait_for_batches).
     """
     if s.mode == "sync":
         return s.num_workers * s.envs_per_worker
