@@ -9,12 +9,24 @@ method is the identity or a constant: the single-node fallback creates no proces
 """
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
 
 import torch
 from torch import nn
 
 from nodes.models import param_checksum
+
+
+def agreement_digest(model: nn.Module, extra: bytes = b"", params: str | None = None) -> str:
+    """What `check_agreement` compares across ranks: with no `extra`, exactly param_checksum(model)
+    (the summary reports it); else sha256 over that digest's 32 bytes followed by `extra` (the run's
+    other mutable state), so ranks with equal parameters but different counters differ.
+    `params`: param_checksum(model), when the caller has it already."""
+    params = param_checksum(model) if params is None else params
+    if not extra:
+        return params
+    return hashlib.sha256(bytes.fromhex(params) + extra).hexdigest()
 
 
 class Peers(ABC):
@@ -44,11 +56,6 @@ class Peers(ABC):
         """Elastic: form the next world, without the `lost` ranks, with the nodes waiting to join;
         returns the change ({generation, nodes, world_size, left, joined})."""
         raise NotImplementedError("a fixed world cannot change")
-
-    def share(self, progress: int, state) -> bytes | None:
-        """Elastic: every rank takes the state (bytes from `state()`) of the rank with the highest
-        `progress`; returns those bytes, or None on that rank."""
-        raise NotImplementedError("a fixed world starts from rank 0 (start)")
 
     def mark_over(self, outcome: str) -> None:
         """Elastic: the run ended for good; nodes that come to join later are told so."""
@@ -84,8 +91,19 @@ class Peers(ABC):
         costs the ring's latency once per rank, which at hundreds of nodes outweighs a GPU step."""
 
     @abstractmethod
-    def check_agreement(self, model: nn.Module, version: int) -> list[str]:
-        """Parameter checksums of every rank; raises if they differ (called every few steps)."""
+    def share(self, progress: int, state) -> bytes | None:
+        """Every rank takes the state (bytes from `state()`) of the rank with the highest `progress`, the
+        lowest rank among equals: with equal progress everywhere (a fixed world at its start passes 0)
+        that is rank 0's. Returns those bytes, None on the source. `state()` is called on the source
+        alone, and only when another rank needs its bytes (one rank: never).
+        A collective: every rank calls it, in the same order (elastic: after each change of world)."""
+
+    @abstractmethod
+    def check_agreement(self, model: nn.Module, version: int, extra: bytes = b"") -> list[str]:
+        """Every rank's `agreement_digest(model, extra)`, by rank; raises if they differ (called every
+        few steps): "parameters diverged ..." when the parameters differ, "run state diverged ..." when
+        only `extra` does (the caller's counters and normalisers). `last_checksum` becomes the
+        parameters' digest (param_checksum), whatever `extra`."""
 
     @abstractmethod
     def mark_ready(self, version: int) -> None:
@@ -122,8 +140,13 @@ class Solo(Peers):
     def gather_stats(self, values: list[float]) -> list[list[float]]:
         return [list(values)]
 
-    def check_agreement(self, model: nn.Module, version: int) -> list[str]:
-        return [param_checksum(model)]
+    def share(self, progress: int, state) -> bytes | None:
+        return None  # the only rank is the source: its state is everyone's (state() is never called)
+
+    def check_agreement(self, model: nn.Module, version: int, extra: bytes = b"") -> list[str]:
+        params = param_checksum(model)
+        self.last_checksum = params
+        return [agreement_digest(model, extra, params)]
 
     def mark_ready(self, version: int) -> None:
         pass

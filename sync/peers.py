@@ -9,20 +9,23 @@
   World's master address and port); collectives bounded by sync.timeout_s, NCCL's own limit by
   sync.timeout_s + 60 s (a backstop: our watch below fires first).
 - Start: rank 0's parameters, buffers and optimizer state are broadcast.
-- Every iteration: gradients all-reduced weighted by each node's sample count, with the sample
+- Every iteration: gradients (of every trainable parameter: a missing one counts as zeros, so
+  every rank sends the same layout) all-reduced weighted by each node's sample count, with the sample
   count, the stop votes and the running norms' moments (summed) in the same flat all-reduce. Every
   sync.stats_every iterations and after the last: a small stats row gathered (per-rank figures).
-- Every sync.check_every iterations: a sha256 of the parameters all-gathered; any difference is
-  a hard error naming the ranks. The last agreed digest is kept (`last_checksum`) for the summary
-  after a failure, when the device may no longer be touched.
+- Every sync.check_every iterations: a sha256 of the parameters (and one of it with the run's
+  other state, when the caller gives it) all-gathered; any difference is a hard error naming the
+  ranks. The last agreed parameter digest is kept (`last_checksum`) for the summary after a
+  failure, when the device may no longer be touched.
 - Stragglers: a rank with a full batch adds itself to the store counter `ready/<version>`; a rank
   still collecting polls that counter and, once sync.ready_frac of the ranks are ready, trains on
   the samples it has (at least sync.min_batch_frac of a batch; in sampler.mode=sync its
   rollouts end early instead, DD-PPO's preemption: nodes.batcher). The all-reduce weights every
   rank by its sample count, so the update is the mean over all samples actually collected.
-- Faults: each rank refreshes `hb/<rank>` in the store every second from a thread. When a
-  collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped are
-  named in the error; if the store itself is gone, rank 0 (its host) is the lost one.
+- Faults: each rank writes a counter to `hb/<rank>` in the store every second from a thread. When a
+  collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped
+  changing (sync.liveness: one rule, on this host's clock) are named in the error; if the store
+  itself is gone, rank 0 (its host) is the lost one.
   The gradient all-reduce is started asynchronously and waited for here: an NCCL collective
   returns once queued and a dead peer makes it hang, not fail, so the wait polls the work and,
   about once a second, the heartbeats; a rank whose heartbeat stopped changing, or
@@ -38,10 +41,10 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import logging
 import math
 import os
-import socket
 import sys
 import threading
 import time
@@ -54,11 +57,12 @@ from torch import nn
 
 from nodes.errors import PeerLost, one_line
 from nodes.models import param_checksum
-from nodes.peers import Peers
+from nodes.peers import Peers, agreement_digest
+from sync.liveness import HEARTBEAT_S, PREFIX, Liveness, beat_key
 from sync.world import World
 
-HEARTBEAT_S = 1.0
-STALE_BEATS = 2.5  # a heartbeat unchanged for this many periods: the rank is gone
+LOST_WAIT_S = 6 * HEARTBEAT_S  # how long lost_ranks looks for a stale heartbeat (> STALE_BEATS periods)
+DOG_LOOK_S = 4 * HEARTBEAT_S  # the watchdog's look: long enough to see a dead rank's beat go stale
 NCCL_SLACK = timedelta(seconds=60)  # NCCL's own timeout is ours plus this: only a backstop
 CLOSE_JOIN_S = 15.0  # longest wait for a thread or a peer when leaving (a heartbeat set() times out at 10 s)
 log = logging.getLogger("sync")
@@ -131,7 +135,6 @@ class DistPeers(Peers):
     def _connect(self, addr: str, port: int, rank: int, size: int, host: bool) -> None:
         """Join one world: its store, the process group, the heartbeat thread."""
         self.rank, self.world_size = rank, size
-        self._addr, self._port = addr, port
         self.store = dist.TCPStore(addr, port, size, is_master=host, timeout=self.timeout)
         dist.init_process_group(self.backend, store=self.store, rank=rank, world_size=size,
                                 timeout=self.timeout + NCCL_SLACK if self._nccl else self.timeout,
@@ -142,27 +145,28 @@ class DistPeers(Peers):
         self._failed = False
         self._ready_needed = max(1, math.ceil(self.cfg.ready_frac * size))
         self._last_poll, self._last_ready = 0.0, False
-        self.keys = dist.PrefixStore("distrl/", self.store)  # our keys apart from the group's
+        self.keys = dist.PrefixStore(PREFIX, self.store)  # our keys apart from the group's
         self._stop_hb = threading.Event()
-        self._hb_store = dist.PrefixStore("distrl/", dist.TCPStore(
+        self._hb_store = dist.PrefixStore(PREFIX, dist.TCPStore(
             addr, port, size, is_master=False, timeout=timedelta(seconds=10)))
         self._hb = threading.Thread(target=self._heartbeat, args=(self._stop_hb, self._hb_store),
                                     name="heartbeat", daemon=True)
         self._hb.start()
-        self._probe = None  # the main thread's store connection for heartbeat checks
-        self._beats: dict[int, tuple[bytes | None, float]] = {}  # rank -> (heartbeat, seen since)
+        self.liveness = Liveness(addr, port, rank, size)  # this world's peers, on this host's clock
         self._groups = [None]  # each population member's gradient group (None: the world's)
         if self._members > 1:
             self.add_members(self._members)
 
     # ------------------------------------------------------------------ failures
     def _heartbeat(self, stop: threading.Event, store) -> None:
-        """Every second: this rank's beat in its world's store; elastic, on rank 0, a look for a
-        node waiting to join (the rendezvous file)."""
+        """Every second: this rank's beat in its world's store, a counter (sync.liveness: peers watch
+        it change on their own clocks; no time is written, so no clocks are compared); elastic, on
+        rank 0, a look for a node waiting to join (the rendezvous file)."""
         rank, gen = self.rank, self.generation
+        beats = itertools.count(1)
         while not stop.is_set():
             try:
-                store.set(f"hb/{rank}", repr(time.time()))
+                store.set(beat_key(rank), str(next(beats)))
             except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
                 return
             # rank 0 alone looks (its flag rides in the all-reduce to every rank): one shared-file read
@@ -187,9 +191,10 @@ class DistPeers(Peers):
             if watched is None or time.monotonic() - watched[1] < limit:
                 continue
             found: list[list[int]] = []
-            probe = threading.Thread(target=lambda found=found: found.append(self.lost_ranks()), daemon=True)
+            probe = threading.Thread(target=lambda found=found: found.append(self.lost_ranks(DOG_LOOK_S)),
+                                     daemon=True)
             probe.start()
-            probe.join(5.0)
+            probe.join(DOG_LOOK_S + 2.0)  # a frozen store never answers: then the join times out
             lost = found[0] if found else [0]  # no answer from the store: its host, rank 0
             who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer stopped answering"
             msg = f"rank {self.rank}: {who} during {watched[0]} (no answer for {limit:.0f} s)"
@@ -199,62 +204,16 @@ class DistPeers(Peers):
                 h.flush()
             os._exit(1)  # the janitor sees the pipe close and removes this node's workers
 
-    def lost_ranks(self, wait_s: float = 6 * HEARTBEAT_S) -> list[int]:
-        """Ranks whose heartbeat stopped (polled until one is stale, at most wait_s)."""
-        if not self._store_answers():
-            return [0]
-        try:
-            probe = dist.PrefixStore("distrl/", dist.TCPStore(
-                self._addr, self._port, self.world_size, is_master=False, timeout=timedelta(seconds=5)))
-            deadline = time.time() + wait_s
-            while True:
-                now, lost = time.time(), []
-                for r in range(self.world_size):
-                    if r == self.rank:
-                        continue
-                    key = f"hb/{r}"
-                    # a store that dies now raises here: the loop's end names its host, not everyone
-                    beat = float(probe.get(key).decode()) if probe.check([key]) else 0.0
-                    if now - beat > 2.5 * HEARTBEAT_S:
-                        lost.append(r)
-                if lost or time.time() > deadline:
-                    return lost
-                time.sleep(0.5)
-        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
-            return [0]
-
-    def _store_answers(self) -> bool:
-        """Whether the store's port still takes connections: a refused one names its host (rank 0)
-        lost at once, where a store client would retry for seconds."""
-        try:
-            with socket.create_connection((self._addr, self._port), timeout=2.0):
-                return True
-        except OSError:
-            return False
+    def lost_ranks(self, wait_s: float = LOST_WAIT_S) -> list[int]:
+        """Ranks whose heartbeat stopped, by sync.liveness's rule (polled until one is stale, at most
+        wait_s: a rank that stopped beating is named within STALE_BEATS periods and a look); [0]
+        when the store (rank 0's) is gone; [] when every peer still beats."""
+        return self.liveness.lost(wait_s)
 
     def stale_ranks(self) -> list[int]:
         """Ranks whose heartbeat has not changed for STALE_BEATS periods, as seen by this rank's
-        clock (one quick look; hosts' clocks are never compared, so clock skew names no one)."""
-        now, stale = time.monotonic(), []
-        if not self._store_answers():  # a store client would retry a dead store for 10 s and more
-            return [0]
-        try:
-            if self._probe is None:
-                self._probe = dist.PrefixStore("distrl/", dist.TCPStore(
-                    self._addr, self._port, self.world_size, is_master=False, timeout=timedelta(seconds=5)))
-            for r in range(self.world_size):
-                if r == self.rank:
-                    continue
-                key = f"hb/{r}"
-                beat = self._probe.get(key) if self._probe.check([key]) else None  # get() would wait for it
-                seen = self._beats.get(r)
-                if seen is None or seen[0] != beat:
-                    self._beats[r] = (beat, now)
-                elif now - seen[1] > STALE_BEATS * HEARTBEAT_S:
-                    stale.append(r)
-        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
-            return [0]
-        return stale
+        clock (one quick look, sync.liveness; hosts' clocks are never compared, so clock skew names no one)."""
+        return self.liveness.stale()
 
     def _wait(self, work, what: str) -> None:
         """Wait for an async collective under our watch: poll it, look at the heartbeats about once
@@ -269,7 +228,7 @@ class DistPeers(Peers):
                 lost = self.stale_ranks()
                 if lost:
                     raise PeerLost(f"rank {self.rank}: lost rank {', '.join(map(str, lost))} during {what} "
-                                   f"(no heartbeat for {STALE_BEATS * HEARTBEAT_S:.1f} s)", lost)
+                                   f"(no heartbeat for {self.liveness.stale_s:.1f} s)", lost)
                 if now - start > self.cfg.timeout_s:
                     raise PeerLost(f"rank {self.rank}: a peer stopped answering during {what} "
                                    f"(no answer for {self.cfg.timeout_s:g} s)")
@@ -337,29 +296,57 @@ class DistPeers(Peers):
 
     def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
                          sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
-        params = [p for p in model.parameters() if p.grad is not None]
-        extra = [] if sums is None else [sums.reshape(-1)]
-        # [gradients x samples | sums | samples | stop vote | a join seen]: one collective for all. The
-        # scalars are written in place (fill kernels), not copied from a host tensor: no host sync on CUDA
-        flat = torch.cat([p.grad.reshape(-1) for p in params] + extra + [torch.zeros(3, device=params[0].device)])
-        size = flat.numel() - 3 - (0 if sums is None else sums.numel())
-        flat[:size].mul_(float(num_samples))
-        flat[-3] = float(num_samples)
-        flat[-2] = float(stop)
-        flat[-1] = float(self._join_seen)
+        """Every trainable parameter takes part, with a gradient or without: ranks that differ in which
+        parameters got one (a head unused in this batch) still send buffers of one layout. A missing
+        gradient counts as zeros in the sample-weighted mean, and every parameter that had a gradient
+        on some rank gets the mean on every rank (the one-hot `had` counts ride along), so every
+        rank steps the same parameters; one that had none anywhere keeps None (as with one node)."""
+        params = [p for p in model.parameters() if p.requires_grad]
+        flat, size = self._pack(params, num_samples, stop, sums)
         what = "the gradient all-reduce" + (f" of population member {member}" if member else "")
         group = self._groups[member]
         self._guard(what, lambda: self._wait(dist.all_reduce(flat, group=group, async_op=True), what))
         total, votes, joins = flat[-3:].tolist()  # only once it completed: on CUDA this is the host sync
         self._pending = self._pending or joins > 0
         flat[:size].div_(max(total, 1.0))  # a population member with no samples anywhere: zeros
-        offset = 0
-        for p in params:
-            p.grad.copy_(flat[offset : offset + p.numel()].view_as(p.grad))
-            offset += p.numel()
-        if sums is not None:
-            sums.copy_(flat[size:-3].view_as(sums))
+        self._unpack(params, flat, size, sums)
         return int(round(total)), votes > 0
+
+    def _pack(self, params: list[nn.Parameter], num_samples: int, stop: bool,
+              sums: torch.Tensor | None) -> tuple[torch.Tensor, int]:
+        """[gradients x samples | sums | had a gradient, per parameter | samples | stop vote | a join
+        seen]: one collective for all; returns it and the gradients' length. The scalars are written
+        in place (fill kernels), not copied from a host tensor: no host sync on CUDA."""
+        device = params[0].device
+        grads = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=device)
+                 for p in params]
+        extra = [] if sums is None else [sums.reshape(-1)]
+        had = torch.ones(len(params), device=device)
+        for i in (i for i, p in enumerate(params) if p.grad is None):
+            had[i] = 0.0  # a fill kernel per missing gradient (usually none), not a copy from the host
+        flat = torch.cat(grads + extra + [had, torch.zeros(3, device=device)])
+        size = sum(g.numel() for g in grads)
+        flat[:size].mul_(float(num_samples))
+        flat[-3] = float(num_samples)
+        flat[-2] = float(stop)
+        flat[-1] = float(self._join_seen)
+        return flat, size
+
+    @staticmethod
+    def _unpack(params: list[nn.Parameter], flat: torch.Tensor, size: int, sums: torch.Tensor | None) -> None:
+        """The reduced gradients into every parameter some rank had one for, the sums into `sums`."""
+        n_sums = 0 if sums is None else sums.numel()
+        had = flat[size + n_sums : size + n_sums + len(params)].tolist()
+        offset = 0
+        for p, anyone in zip(params, had):
+            mean = flat[offset : offset + p.numel()].view_as(p)
+            offset += p.numel()
+            if p.grad is not None:
+                p.grad.copy_(mean)
+            elif anyone > 0:
+                p.grad = mean.clone()
+        if sums is not None:
+            sums.copy_(flat[size : size + n_sums].view_as(sums))
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         self._guard("the statistics all-reduce", dist.all_reduce, tensor)
@@ -371,17 +358,22 @@ class DistPeers(Peers):
         self._guard("the stats gather", dist.all_gather, rows, mine)
         return [row.tolist() for row in rows]
 
-    def check_agreement(self, model: nn.Module, version: int) -> list[str]:
-        digest = param_checksum(model)
-        mine = torch.tensor(list(bytes.fromhex(digest)), dtype=torch.uint8, device=self.small_device)
+    def check_agreement(self, model: nn.Module, version: int, extra: bytes = b"") -> list[str]:
+        """Both digests of every rank all-gathered in one call (64 bytes a rank): the parameters' and the
+        one compared (nodes.peers.agreement_digest), so a difference is named for what it is."""
+        params = param_checksum(model)
+        digest = agreement_digest(model, extra, params)
+        mine = torch.tensor(list(bytes.fromhex(params + digest)), dtype=torch.uint8, device=self.small_device)
         rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
         self._guard("the parameter check", dist.all_gather, rows, mine)
-        sums = [bytes(row.tolist()).hex() for row in rows]
-        differ = [r for r, s in enumerate(sums) if s != sums[0]]
-        if differ:
-            at = f" at policy version {version}" if version >= 0 else ""
-            raise Diverged(f"parameters diverged{at}: ranks {differ} differ from rank 0")
-        self.last_checksum = digest
+        pairs = [bytes(row.tolist()).hex() for row in rows]
+        param_sums, sums = [p[:64] for p in pairs], [p[64:] for p in pairs]
+        at = f" at policy version {version}" if version >= 0 else ""
+        for what, seen in (("parameters", param_sums), ("run state", sums)):
+            differ = [r for r, s in enumerate(seen) if s != seen[0]]
+            if differ:
+                raise Diverged(f"{what} diverged{at}: ranks {differ} differ from rank 0")
+        self.last_checksum = params
         return sums
 
     def mark_ready(self, version: int) -> None:
@@ -441,7 +433,10 @@ class DistPeers(Peers):
         """After a membership change: every rank takes the state of the rank that went furthest
         (the highest `progress`, the lowest rank among equals; a lost gradient all-reduce may
         have completed on some survivors and not on others, and a newcomer has none). `state()`
-        makes this rank's bytes if it is the source; returns the source's bytes, None on the source."""
+        makes this rank's bytes if it is the source; returns the source's bytes, None on the source.
+        A fixed world calls it at its start with progress 0 everywhere: rank 0 is the source."""
+        if self.world_size == 1:  # the only rank is the source: nothing to make or send
+            return None
         rows = self.gather_stats([float(progress)])
         best = max(range(self.world_size), key=lambda r: (rows[r][0], -r))
         obj = [state() if self.rank == best else None]

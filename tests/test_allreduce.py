@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 from helpers import compose, free_port
+from torch import nn
 
 from nodes.buffers import SlotBatch
 from nodes.envs import EnvSpec
@@ -81,3 +82,70 @@ def test_two_node_step_equals_single_step_on_union(tmp_path, sizes):
     for a, ref, _old in zip(r0["params"], model.parameters(), before):
         assert torch.allclose(a, ref.detach(), atol=1e-6, rtol=1e-5)
     assert any(not torch.equal(a, old) for a, old in zip(r0["params"], before)), "the step changed nothing"
+
+
+# ---------------------------------------------------------------- ranks that differ in which parameters got a gradient
+
+
+class TwoHeads(nn.Module):
+    """A body and a head that only some batches use; `spare` is used by none, `frozen` is not trained."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body, self.head, self.spare = nn.Linear(3, 2), nn.Linear(2, 1), nn.Linear(2, 2)
+        self.frozen = nn.Parameter(torch.ones(2), requires_grad=False)
+
+
+def rank_grads(rank):
+    """Rank r's model after its backward: rank 0's batch never reaches the head (no gradient there)."""
+    model = TwoHeads()
+    x = torch.full((4, 3), float(rank + 1))
+    hidden = model.body(x)
+    loss = hidden.sum() if rank == 0 else model.head(hidden).sum() + hidden.pow(2).sum()
+    loss.backward()
+    return model
+
+
+HEAD_SAMPLES = (3, 5)  # each rank's sample count
+
+
+def _heads_rank(rank, port, out_dir):
+    from sync.peers import DistPeers
+    from sync.world import World
+    peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose("sync.timeout_s=20").sync)
+    model = rank_grads(rank)
+    total, _ = peers.reduce_gradients(model, HEAD_SAMPLES[rank])
+    torch.save({"total": total, "grads": {n: None if p.grad is None else p.grad.clone()
+                                          for n, p in model.named_parameters()}},
+               os.path.join(out_dir, f"rank{rank}.pt"))
+    peers.close()
+
+
+def test_ranks_that_differ_in_which_parameters_have_a_gradient_end_with_the_same_mean(tmp_path):
+    """Rank 0 has no gradient for the head, rank 1 has: both send every parameter (rank 0 zeros for
+    the head), and both end with the sample-weighted mean, the head's included, so they step alike.
+    Before, rank 0 left the head out and the two flat buffers differed in length."""
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=_heads_rank, args=(r, port, str(tmp_path))) for r in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    assert [p.exitcode for p in procs] == [0, 0]
+    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in range(2))
+    assert r0["total"] == r1["total"] == sum(HEAD_SAMPLES)
+    local = [dict(rank_grads(r).named_parameters()) for r in range(2)]
+    assert local[0]["head.weight"].grad is None and local[1]["head.weight"].grad is not None
+    for name in local[0]:
+        if name.startswith(("spare", "frozen")):  # no rank had a gradient: none is made up
+            assert r0["grads"][name] is None and r1["grads"][name] is None, name
+            continue
+        grads = [p[name].grad if p[name].grad is not None else torch.zeros_like(p[name]) for p in local]
+        expected = sum(n * g for n, g in zip(HEAD_SAMPLES, grads)) / sum(HEAD_SAMPLES)
+        assert torch.equal(r0["grads"][name], r1["grads"][name]), name
+        assert torch.allclose(r0["grads"][name], expected, atol=1e-6), name

@@ -2,6 +2,7 @@
 check below runs against Solo in this process and against DistPeers in a real 2-rank gloo group
 on 127.0.0.1, where every check runs on both ranks, in the same order, as the node loop calls them.
 Checks are written in terms of peers.rank and peers.world_size, so one text holds for any world."""
+import hashlib
 import os
 import time
 import traceback
@@ -133,6 +134,70 @@ def check_agreement_raises_when_a_rank_differs(peers):
         peers.check_agreement(model, 2)
 
 
+def run_digest(model, extra):
+    """What ranks compare when the caller gives the run's other state: sha256(parameter digest + extra)."""
+    return hashlib.sha256(bytes.fromhex(param_checksum(model)) + extra).hexdigest()
+
+
+@contract
+def check_agreement_with_extra_compares_parameters_and_run_state(peers):
+    model = tiny_model(7)
+    extra = b"version 3, frames 1024"
+    assert peers.check_agreement(model, 3, extra) == [run_digest(model, extra)] * peers.world_size
+    assert peers.last_checksum == param_checksum(model)  # the summary's digest: the parameters' alone
+    assert peers.check_agreement(model, 3, b"") == [param_checksum(model)] * peers.world_size
+
+
+@contract
+def check_agreement_names_run_state_when_only_extra_differs(peers):
+    model = tiny_model(7)
+    last = peers.world_size - 1
+    extra = b"frames 1024" if peers.rank != last or last == 0 else b"frames 2048"
+    if last == 0:
+        assert peers.check_agreement(model, 4, extra) == [run_digest(model, extra)]
+        return
+    with pytest.raises(RuntimeError, match=rf"run state diverged at policy version 4: ranks \[{last}\]"):
+        peers.check_agreement(model, 4, extra)
+    assert peers.last_checksum == param_checksum(model)  # from the call above: kept
+
+
+@contract
+def check_agreement_names_parameters_when_they_differ_whatever_extra(peers):
+    model = tiny_model(7)
+    last = peers.world_size - 1
+    if peers.rank == last and last > 0:
+        with torch.no_grad():
+            model.weight[0, 0] += 1.0
+    extra = bytes([peers.rank])  # differs too: the parameters are named first
+    if last == 0:
+        assert peers.check_agreement(model, 5, extra) == [run_digest(model, extra)]
+        return
+    with pytest.raises(RuntimeError, match=rf"parameters diverged at policy version 5: ranks \[{last}\]"):
+        peers.check_agreement(model, 5, extra)
+
+
+@contract
+def share_with_equal_progress_gives_every_rank_rank0s_state(peers):
+    """A fixed world at its start: progress 0 everywhere; state() runs on rank 0 alone, and only when
+    another rank needs it (one rank: never)."""
+    made = []
+
+    def state():
+        made.append(peers.rank)
+        return f"state of rank {peers.rank}".encode()
+
+    got = peers.share(0, state)
+    assert made == ([0] if peers.rank == 0 and peers.world_size > 1 else [])
+    assert got == (None if peers.rank == 0 else b"state of rank 0")
+
+
+@contract
+def share_takes_the_state_of_the_rank_that_went_furthest(peers):
+    best = peers.world_size - 1
+    got = peers.share(10 if peers.rank == best else 5, lambda: f"state of rank {peers.rank}".encode())
+    assert got == (None if peers.rank == best else f"state of rank {best}".encode())
+
+
 @contract
 def others_ready_once_enough_ranks_marked_the_version(peers):
     version = 12345
@@ -148,7 +213,7 @@ def others_ready_once_enough_ranks_marked_the_version(peers):
 
 
 def test_every_method_is_abstract_so_no_implementation_can_forget_one():
-    assert {"start", "reduce_gradients", "all_sum", "gather_stats", "check_agreement", "mark_ready",
+    assert {"start", "reduce_gradients", "all_sum", "gather_stats", "check_agreement", "share", "mark_ready",
             "others_ready", "close"} <= Peers.__abstractmethods__
 
     class Forgetful(Peers):  # implements everything but others_ready
@@ -157,7 +222,8 @@ def test_every_method_is_abstract_so_no_implementation_can_forget_one():
         def reduce_gradients(self, model, num_samples, stop=False, sums=None, member=0): ...
         def all_sum(self, tensor): ...
         def gather_stats(self, values): ...
-        def check_agreement(self, model, version): ...
+        def check_agreement(self, model, version, extra=b""): ...
+        def share(self, progress, state): ...
         def mark_ready(self, version): ...
         def close(self, clean=True): ...
 

@@ -1,0 +1,110 @@
+"""Liveness: which peers are gone, judged on this host's clock alone.
+
+Every rank's heartbeat thread (sync.peers) writes `hb/<rank>` in its world's store every
+HEARTBEAT_S seconds, a value that changes on every beat (a counter; never a time: hosts' clocks
+are never compared, so clock skew between hosts names no one). A rank is lost when the value this
+host reads for it has not changed for STALE_BEATS x HEARTBEAT_S seconds of this host's
+time.monotonic(). Staleness needs two looks that far apart: the first look only records the beat.
+A store that no longer takes connections names its host, rank 0.
+
+One `Liveness` per world (a store, a rank, a size) serves every path that names a peer lost: the
+quick look during a wait (`stale`), the polled look after a failure or from the watchdog (`lost`);
+they share what was seen, so a beat seen by one counts for the other.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from datetime import timedelta
+
+import torch.distributed as dist
+
+HEARTBEAT_S = 1.0
+STALE_BEATS = 2.5  # a heartbeat unchanged for this many periods: the rank is gone
+PREFIX = "distrl/"  # our keys apart from the process group's
+POLL_S = 0.5  # between two looks of `lost`
+STORE_CLIENT_S = 5.0  # a look's store client: the longest a call to a live store may take
+
+
+def beat_key(rank: int) -> str:
+    """The store key (under PREFIX) that rank `rank` beats."""
+    return f"hb/{rank}"
+
+
+class Liveness:
+    """The one rule that names a peer lost (see the module docstring). Thread-safe: the main
+    thread's looks and the watchdog's may overlap; each uses its own store connection."""
+
+    def __init__(self, addr: str, port: int, rank: int, world_size: int,
+                 stale_s: float = STALE_BEATS * HEARTBEAT_S):
+        self.addr, self.port = addr, port
+        self.rank, self.world_size = rank, world_size
+        self.stale_s = stale_s
+        self._seen: dict[int, tuple[bytes | None, float]] = {}  # rank -> (its beat, when first seen here)
+        self._lock = threading.Lock()
+        self._probe = None  # `stale`'s connection, made once (the main thread's)
+
+    def _client(self):
+        return dist.PrefixStore(PREFIX, dist.TCPStore(self.addr, self.port, self.world_size, is_master=False,
+                                                      timeout=timedelta(seconds=STORE_CLIENT_S)))
+
+    def store_answers(self) -> bool:
+        """Whether the store's port still takes connections: a refused one names its host (rank 0)
+        lost at once, where a store client would retry for seconds."""
+        try:
+            with socket.create_connection((self.addr, self.port), timeout=2.0):
+                return True
+        except OSError:
+            return False
+
+    def look(self, store) -> list[int]:
+        """One look at every other rank's beat through `store` (a client under PREFIX): the ranks whose
+        beat is the one first seen more than stale_s ago. Raises what the store raises."""
+        beats = {}
+        for r in range(self.world_size):
+            if r != self.rank:
+                key = beat_key(r)
+                beats[r] = store.get(key) if store.check([key]) else None  # get() would wait for it
+        return self._record(beats, time.monotonic())
+
+    def _record(self, beats: dict[int, bytes | None], now: float) -> list[int]:
+        stale = []
+        with self._lock:
+            for r, beat in beats.items():
+                seen = self._seen.get(r)
+                if seen is None or seen[0] != beat:
+                    self._seen[r] = (beat, now)  # alive: its beat moved (or this is the first look)
+                elif now - seen[1] > self.stale_s:
+                    stale.append(r)
+        return stale
+
+    def stale(self) -> list[int]:
+        """One quick look (during a wait): the stale ranks, [0] if the store is gone."""
+        if not self.store_answers():  # a store client would retry a dead store for 10 s and more
+            return [0]
+        try:
+            if self._probe is None:
+                self._probe = self._client()
+            return self.look(self._probe)
+        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
+            return [0]
+
+    def lost(self, wait_s: float) -> list[int]:
+        """Look every POLL_S until some rank is stale or wait_s has passed; returns the stale ranks
+        ([] if none by then), [0] if the store is gone. A rank that stopped beating before the call
+        is named within stale_s + POLL_S (less if an earlier look saw its last beat), so wait_s
+        above that answers for a dead rank; the call returns within wait_s plus one look."""
+        if not self.store_answers():
+            return [0]
+        try:
+            store = self._client()  # its own connection: the main thread's may be in a call
+            deadline = time.monotonic() + wait_s
+            while True:
+                # a store that dies now raises here: the except below names its host, not everyone
+                lost = self.look(store)
+                if lost or time.monotonic() + POLL_S > deadline:
+                    return lost
+                time.sleep(POLL_S)
+        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
+            return [0]
