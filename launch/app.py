@@ -12,9 +12,10 @@ import os
 from omegaconf import OmegaConf
 
 from launch.overrides import refuse, register
-from nodes.config import Config, validate
+from nodes.config import Config
 from nodes.envs import check_env_config
 from nodes.errors import ConfigError
+from nodes.validate import validate
 
 register("schema", Config)  # conf/config.yaml's first default: types, defaults, unknown keys
 

@@ -139,7 +139,7 @@ def bench_soak(obj) -> None:
 
 def bench_modes(obj) -> None:
     from launch.measure import measure
-    from nodes.config import validate
+    from nodes.validate import validate
     s, modes = obj.sampler, list(obj.bench.modes)
     configs = []
     for mode in modes:  # every scheme checked before the first one runs

@@ -1,4 +1,4 @@
-"""The structured config: the one home of every default, and the checks on a composed config.
+"""The structured config: the one home of every default, and what the sampler's layout derives from it.
 
 The dataclasses below are registered in Hydra's ConfigStore as `schema` (launch.app), the first
 entry of conf/config.yaml's defaults list. Their defaults are what `python -m launch.train` runs
@@ -6,23 +6,14 @@ with: VizDoom basic, the simplified model, APPO, the async sampler on this machi
 files under conf/<group>/ hold only what differs from these defaults (tests/test_config_defaults.py
 checks that composing conf/ gives exactly `Config()` and that no option file repeats a default).
 
-`validate()` gives the semantic checks; it runs in the launching process, before any worker
-process starts, and each failure is one line (`ConfigError`). Whether an env can be created here
-is checked separately (nodes.envs.check_env_config), by the launcher, after `validate`.
+The functions at the end (in_rounds, slots_per_batch, num_slots) derive the sampler's buffers and
+batches from a SamplerConfig, for the processes that build them. Which values are allowed is
+nodes.validate's job (`validate(cfg)`, run by the launcher before any worker process starts).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
-
-from nodes.errors import need
-
-SAMPLER_MODES = ("async", "sync", "deterministic")
-ASSIGNMENTS = ("fixed", "episode")
-PBT_OBJECTIVES = ("reward", "win")
-PBT_MUTABLE = ("lr", "entropy_coeff", "shaping")
-EXPLORATION_LOSSES = ("entropy", "symmetric_kl")
 
 
 @dataclass
@@ -312,139 +303,6 @@ class Config:
     seed: int = 0  # env, sampling and initialisation seeds all derive from it (nodes.seeds)
     nodes: int = 1  # >1: one full Sample Factory node per process or machine (sync/)
     run_dir: str | None = None  # filled in by the launcher (Hydra's output dir)
-
-
-def validate(cfg: Any) -> None:
-    """Semantic checks on a composed config; raises ConfigError with one line naming the key."""
-    s, a, t, e, m, y = cfg.sampler, cfg.algo, cfg.train, cfg.env, cfg.model, cfg.sync
-    need(cfg.nodes >= 1, f"nodes must be >= 1, got {cfg.nodes}")
-    need(cfg.seed >= 0, f"seed must be >= 0 (every random stream derives from it), got {cfg.seed}")
-    need(s.mode in SAMPLER_MODES, f"sampler.mode must be one of {', '.join(SAMPLER_MODES)}, got '{s.mode}'")
-    auto_workers = s.num_workers == "auto"
-    need(auto_workers or (isinstance(s.num_workers, int) and not isinstance(s.num_workers, bool)
-                          and s.num_workers >= 1),
-         f"sampler.num_workers must be an integer >= 1 or auto, got {s.num_workers!r}")
-    need(s.envs_per_worker >= 1, f"sampler.envs_per_worker must be >= 1, got {s.envs_per_worker}")
-    need(not s.double_buffered or s.envs_per_worker % 2 == 0,
-         "sampler.envs_per_worker must be even with sampler.double_buffered=true (two equal groups), "
-         f"got {s.envs_per_worker}")
-    per_group = s.envs_per_worker // (2 if s.double_buffered else 1)
-    need(e.agents <= 1 or per_group % e.agents == 0,
-         f"sampler.envs_per_worker={s.envs_per_worker}: with env.agents={e.agents} every env group must hold whole "
-         f"matches ({per_group} envs per group{' when double-buffered' if s.double_buffered else ''}, "
-         f"not a multiple of {e.agents})")
-    need(s.num_policy_workers >= 1, f"sampler.num_policy_workers must be >= 1, got {s.num_policy_workers}")
-    need(s.rollout >= 1, f"sampler.rollout must be >= 1, got {s.rollout}")
-    need(s.batch_size >= s.rollout and s.batch_size % s.rollout == 0,
-         f"sampler.batch_size ({s.batch_size}) must be a positive multiple of sampler.rollout ({s.rollout})")
-    envs, per_batch = (0 if auto_workers else s.num_workers) * s.envs_per_worker, s.batch_size // max(s.rollout, 1)
-    members = cfg.population.size
-    need(s.num_slots == 0 or s.num_slots >= envs + members * per_batch,
-         f"sampler.num_slots ({s.num_slots}) must be 0 (auto) or at least envs ({envs}) + batch_size/rollout "
-         f"({per_batch}){f' x population.size ({members})' if members > 1 else ''}, else sampling deadlocks")
-    need(s.mode != "deterministic" or cfg.nodes == 1 or not y.straggler,
-         "sampler.mode=deterministic with several nodes needs sync.straggler=false (cutting a straggler's "
-         "rollout short depends on timing, so it is not reproducible)")
-    need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
-    need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
-    need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
-    need(a.max_grad_norm >= 0, f"algo.max_grad_norm must be >= 0, got {a.max_grad_norm}")
-    need(a.value_clip >= 0, f"algo.value_clip must be >= 0 (0: off), got {a.value_clip}")
-    need(a.exploration_loss in EXPLORATION_LOSSES,
-         f"algo.exploration_loss must be one of {', '.join(EXPLORATION_LOSSES)}, got '{a.exploration_loss}'")
-    need(t.max_env_frames >= 0, f"train.max_env_frames must be >= 0, got {t.max_env_frames}")
-    need(t.max_seconds >= 0, f"train.max_seconds must be >= 0, got {t.max_seconds}")
-    need(t.checkpoint_every_s > 0, f"train.checkpoint_every_s must be > 0, got {t.checkpoint_every_s}")
-    need(t.keep_checkpoints >= 1, f"train.keep_checkpoints must be >= 1, got {t.keep_checkpoints}")
-    for key, dev in (("train.device", t.device), ("sampler.policy_device", s.policy_device or "cpu")):
-        need(re.fullmatch(r"cpu|cuda(:\d+)?", dev) is not None, f"{key} must be cpu, cuda or cuda:N, got '{dev}'")
-    need(t.precision in ("auto", "fp32", "bf16"), f"train.precision must be auto, fp32 or bf16, got '{t.precision}'")
-    need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
-    need(e.agents >= 1, f"env.agents must be >= 1, got {e.agents}")
-    need(e.agents == 1 or e.family == "doom",
-         f"env.agents={e.agents}: matches between agents are VizDoom matches; env family '{e.family}' has none")
-    need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
-    need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
-    need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")
-    need(m.fc_layers >= 1, f"model.fc_layers must be >= 1, got {m.fc_layers}")
-    need(m.encoder in ("auto", "conv", "impala", "mlp"),
-         f"model.encoder must be auto, conv, impala or mlp, got '{m.encoder}'")
-    need(not e.measurements or e.family == "doom",
-         f"env.measurements=true is a VizDoom option; env family '{e.family}' has no game variables")
-    need(not m.measurements or e.measurements,
-         f"model.measurements=true (model={m.name}) needs an env with measurements: env.measurements=true "
-         f"on a VizDoom env, got env={e.name}")
-    need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")
-    for mode in cfg.bench.modes:
-        need(mode in SAMPLER_MODES, f"bench.modes: each must be one of {', '.join(SAMPLER_MODES)}, got '{mode}'")
-    need(not cfg.bench.modes or cfg.nodes == 1, "bench.modes compares training schemes on one node: use nodes=1")
-    need(cfg.bench.soak_s >= 0, f"bench.soak_s must be >= 0 (0: no soak), got {cfg.bench.soak_s}")
-    need(not cfg.bench.soak_s or (cfg.nodes == 1 and not cfg.bench.modes),
-         "bench.soak_s watches one node's memory: use nodes=1 and no bench.modes")
-    b = cfg.bench
-    need(len(b.scaling_ranks) >= 1 and all(2 <= r <= 64 for r in b.scaling_ranks),
-         "bench.scaling_ranks: each must be in [2, 64] (local gloo ranks per measurement), "
-         f"got {list(b.scaling_ranks)}")
-    need(b.scaling_repeats >= 1, f"bench.scaling_repeats must be >= 1, got {b.scaling_repeats}")
-    need(b.scaling_steps >= 1, f"bench.scaling_steps must be >= 1, got {b.scaling_steps}")
-    need(b.gpu_iteration_s > 0, f"bench.gpu_iteration_s must be > 0 (seconds, assumed), got {b.gpu_iteration_s}")
-    need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")
-    need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
-    need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
-    need(y.check_every >= 1, f"sync.check_every must be >= 1, got {y.check_every}")
-    need(y.stats_every >= 1, f"sync.stats_every must be >= 1, got {y.stats_every}")
-    need(y.min_nodes >= 1, f"sync.min_nodes must be >= 1, got {y.min_nodes}")
-    need(y.min_nodes <= cfg.nodes, f"sync.min_nodes ({y.min_nodes}) must be <= nodes ({cfg.nodes})")
-    need(y.max_nodes == 0 or y.max_nodes >= cfg.nodes,
-         f"sync.max_nodes must be 0 (no bound) or >= nodes ({cfg.nodes}), got {y.max_nodes}")
-    need(y.settle_s > 0, f"sync.settle_s must be > 0, got {y.settle_s}")
-    need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
-    need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
-    _validate_population(cfg)
-    # Whether CUDA is there is checked where each rank starts (nodes.placement), not here: this
-    # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
-
-
-def _validate_population(cfg: Any) -> None:
-    p, b, s, e = cfg.population, cfg.pbt, cfg.sampler, cfg.env
-    need(p.size >= 1, f"population.size must be >= 1, got {p.size}")
-    need(p.assign in ASSIGNMENTS, f"population.assign must be one of {', '.join(ASSIGNMENTS)}, got '{p.assign}'")
-    need(b.objective in PBT_OBJECTIVES,
-         f"pbt.objective must be one of {', '.join(PBT_OBJECTIVES)}, got '{b.objective}'")
-    _validate_snapshots(p, e)
-    if p.size == 1 and not p.snapshots:
-        return
-    what = f"population.size={p.size}" if p.size > 1 else f"population.snapshots={p.snapshots}"
-    need(s.mode == "async", f"{what} needs sampler.mode=async (rounds of every env serve one policy), got '{s.mode}'")
-    if s.num_workers != "auto":  # auto is resolved where the rank starts (nodes.placement checks it there)
-        need_envs_for(p.size, s.num_workers * s.envs_per_worker, e.agents)
-    need(b.period_frames >= 0, f"pbt.period_frames must be >= 0 (0: no PBT), got {b.period_frames}")
-    need(b.start_frames >= 0, f"pbt.start_frames must be >= 0, got {b.start_frames}")
-    need(b.objective != "win" or e.bots > 0 or e.agents > 1,
-         f"pbt.objective=win ranks members by their match win rate: env={e.name} plays no VizDoom match")
-    need(0 < b.replace_frac <= 0.5, f"pbt.replace_frac must be in (0, 0.5], got {b.replace_frac}")
-    need(b.replace_gap >= 0 and b.replace_gap_abs >= 0, "pbt.replace_gap and pbt.replace_gap_abs must be >= 0")
-    need(0 <= b.mutation_rate <= 1, f"pbt.mutation_rate must be in [0, 1], got {b.mutation_rate}")
-    need(b.perturb > 1, f"pbt.perturb must be > 1 (a factor up or down), got {b.perturb}")
-    bad = [m for m in b.mutate if m not in PBT_MUTABLE]
-    need(not bad, f"pbt.mutate: each must be one of {', '.join(PBT_MUTABLE)}, got {bad}")
-
-
-def _validate_snapshots(p: Any, e: Any) -> None:
-    need(p.snapshots >= 0, f"population.snapshots must be >= 0, got {p.snapshots}")
-    if not p.snapshots:
-        return
-    need(e.agents > 1, f"population.snapshots are self-play opponents: env={e.name} has no match between agents "
-         "(env.agents > 1)")
-    need(p.snapshot_every_frames > 0, f"population.snapshot_every_frames must be > 0, got {p.snapshot_every_frames}")
-    need(0 < p.snapshot_prob <= 1, f"population.snapshot_prob must be in (0, 1], got {p.snapshot_prob}")
-
-
-def need_envs_for(size: int, envs: int, agents: int) -> None:
-    """Every member needs an env (a seat, in matches between agents) to play: refused otherwise."""
-    what = "seats of a rank's matches" if agents > 1 else "envs of a rank"
-    need(size <= envs, f"population.size={size} is more than the {envs} {what} can serve: raise "
-         "sampler.num_workers x sampler.envs_per_worker")
 
 
 def in_rounds(s: Any) -> bool:

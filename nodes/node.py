@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nodes.config import need_envs_for, slots_per_batch
+from nodes.config import slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
 from nodes.members import Members
@@ -46,6 +46,7 @@ from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 from nodes.signals import StopSignals
 from nodes.stats import RANK_ROW_WIDTH, RankRow, RankStats
 from nodes.summary import merge_trains, run_summary
+from nodes.validate import need_envs_for
 
 log = logging.getLogger("nodes")
 
