@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers import one_error_line, run_module
 
-from launch.scaling import (
+from launch.scaling_model import (
     LINKS_GBPS,
     NODES,
     Traffic,
