@@ -4,7 +4,7 @@
 parser, so every form Hydra documents works: `a,b`, `choice()`, `range()`, `interval()`, `glob()`,
 `tag()`, quoted strings, lists, dicts, `+key=`, `++key=`, `~key`. It expands a sweep into the
 points Hydra's basic sweeper will run, composes conf/ for each point the way Hydra will, and runs
-the semantic checks on each (nodes.config.validate, then the env check). `compose_checked` is
+the semantic checks on each (nodes.validate.validate, then the env check). `compose_checked` is
 the one place that turns Hydra's and OmegaConf's errors into our one-line messages;
 launch.enjoy composes its own options through it too. The first bad value ends the command
 with one line on stderr and exit code 2 (`refuse`).
