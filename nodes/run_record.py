@@ -16,7 +16,6 @@ import threading
 import torch
 
 from nodes import checkpoint as ckpt
-from nodes.errors import CheckpointError, one_line
 from nodes.stats import TensorBoard
 
 log = logging.getLogger("nodes")
@@ -92,10 +91,11 @@ class RunRecord:
         self._raise_write_error()
 
     def _raise_write_error(self) -> None:
+        """The writer thread's error, as it was raised there (its traceback goes to the log): an
+        unwritable checkpoint is an unexpected failure of the run, as it was when the loop wrote."""
         exc, self._write_error = self._write_error, None
         if exc is not None:
-            raise CheckpointError(f"checkpoint not written to {ckpt.checkpoint_dir(self.run_dir)}: "
-                                  f"{one_line(exc)}") from exc
+            raise exc
 
     # ------------------------------------------------------------------ logs
     def iteration(self, stats, train: dict, ranks, members, member_trains: list[dict], events: list[dict]) -> None:

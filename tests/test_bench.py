@@ -14,9 +14,9 @@ def test_bench_prints_three_phases_and_json(tmp_path):
                       "bench.warmup_s=1", timeout=240)
     lines = proc.stdout.strip().splitlines()
     result = json.loads(lines[-1])
-    assert set(result) == {"pure_sim_fps", "sampler_fps", "train_fps", "sampler_ratio", "train_ratio", "profile",
-                           "cores", "memory"}
-    assert all(result[k] > 0 for k in ("pure_sim_fps", "sampler_fps", "train_fps"))
+    assert set(result) == {"pure_sim_fps", "sampler_fps", "train_fps", "train_trained_fps", "sampler_ratio",
+                           "train_ratio", "profile", "cores", "memory"}
+    assert all(result[k] > 0 for k in ("pure_sim_fps", "sampler_fps", "train_fps", "train_trained_fps"))
     assert abs(result["train_ratio"] - result["train_fps"] / result["pure_sim_fps"]) < 1e-2
     assert abs(result["sampler_ratio"] - result["sampler_fps"] / result["pure_sim_fps"]) < 1e-2
     for phase in ("simulate:", "sample:", "train:"):

@@ -34,5 +34,5 @@ def test_unexpected_error_is_one_line_on_the_console_and_its_traceback_in_the_lo
     errors = [ln for ln in console.splitlines() if "[ERROR]" in ln]
     assert len(errors) == 1 and "FileExistsError" in errors[0] and "traceback in the log file" in errors[0], errors
     log = open(os.path.join(run_dir, "train.log")).read()
-    assert "Traceback (most recent call last)" in log and "FileExistsError" in log and "save_checkpoint" in log
+    assert "Traceback (most recent call last)" in log and "FileExistsError" in log and "run_record.py" in log
     assert summary(run_dir)["outcome"] == "failed"  # the summary is still written
