@@ -34,7 +34,7 @@ LINK_CLASS = {10: "Ethernet", 25: "Ethernet", 100: "InfiniBand", 400: "InfiniBan
 # NCCL's own latency per ring step on GPU nodes, assumed (no GPU here): a few microseconds, two
 # orders below gloo's over TCP; it matters only where latency dominates (many nodes, small tensors)
 NCCL_STEP_LATENCY_S = 5e-6
-CHECKSUM_BYTES = 32  # sha256 of the parameters (sync.peers.DistPeers.check_agreement)
+CHECKSUM_BYTES = 64  # two sha256 digests, parameters and run state (sync.peers.DistPeers.check_agreement)
 
 
 def ring_allreduce_s(p: int, nbytes: float, alpha: float, beta: float) -> float:

@@ -62,10 +62,6 @@ class Peers(ABC):
         return None
 
     @abstractmethod
-    def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Make every rank start from rank 0's parameters, buffers and optimizer state."""
-
-    @abstractmethod
     def add_members(self, members: int) -> None:
         """A population: one gradient all-reduce group per member (member 0's is the world's),
         made on every rank, in the same order, before `start`."""
@@ -123,9 +119,6 @@ class Solo(Peers):
 
     rank = 0
     world_size = 1
-
-    def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        pass
 
     def add_members(self, members: int) -> None:
         pass

@@ -8,7 +8,8 @@
   sync.backend=gloo and CUDA tensors) plain gloo. Rendezvous through a TCPStore on rank 0 (the
   World's master address and port); collectives bounded by sync.timeout_s, NCCL's own limit by
   sync.timeout_s + 60 s (a backstop: our watch below fires first).
-- Start: rank 0's parameters, buffers and optimizer state are broadcast.
+- Start: `share` gives every rank the run state (nodes.run_state) of rank 0 (a fixed world) or of the
+  rank that went furthest (elastic), pickled over the small (CPU) device.
 - Every iteration: gradients (of every trainable parameter: a missing one counts as zeros, so
   every rank sends the same layout) all-reduced weighted by each node's sample count, with the sample
   count, the stop votes and the running norms' moments (summed) in the same flat all-reduce. Every
@@ -40,7 +41,6 @@
 from __future__ import annotations
 
 import contextlib
-import io
 import itertools
 import logging
 import math
@@ -263,26 +263,6 @@ class DistPeers(Peers):
             raise PeerLost(f"rank {self.rank}: {who} during {what} ({one_line(exc)[:200]})", lost) from None
 
     # ------------------------------------------------------------------ the interface
-    def start(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        def run():
-            with torch.no_grad():
-                tensors = list(model.parameters()) + list(model.buffers())
-                flat = torch.cat([t.detach().reshape(-1).float() for t in tensors]).to(self.bulk_device)
-                dist.broadcast(flat, 0)
-                offset = 0
-                for t in tensors:
-                    t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
-                    offset += t.numel()
-            # optimizer state (empty on a fresh start, the checkpoint's after a resume)
-            buf = io.BytesIO()
-            torch.save(optimizer.state_dict(), buf)
-            obj = [buf.getvalue() if self.rank == 0 else None]
-            dist.broadcast_object_list(obj, 0, device=self.small_device)
-            if self.rank != 0:
-                optimizer.load_state_dict(torch.load(io.BytesIO(obj[0]), map_location=self.device,
-                                                     weights_only=True))
-        self._guard("the initial broadcast", run)
-
     def add_members(self, members: int) -> None:
         """Member p > 0 all-reduces in a group of its own (every rank: each node hosts the whole
         population), so a member's collectives never queue behind another's on one communicator
@@ -440,7 +420,7 @@ class DistPeers(Peers):
         rows = self.gather_stats([float(progress)])
         best = max(range(self.world_size), key=lambda r: (rows[r][0], -r))
         obj = [state() if self.rank == best else None]
-        self._guard("the state broadcast", dist.broadcast_object_list, obj, best, None, self.small_device)
+        self._guard("the state broadcast", lambda: dist.broadcast_object_list(obj, best, device=self.small_device))
         return None if self.rank == best else obj[0]
 
     def mark_over(self, outcome: str) -> None:

@@ -52,7 +52,6 @@ def _rank(rank, port, sizes, out_dir):
     peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), cfg.sync)
     model = fresh_model()
     learner = Learner(model, cfg.algo, peers)
-    peers.start(model, learner.optimizer)
     stats = learner.train_step(make_batch(rank, sizes[rank]))
     torch.save({"params": [p.detach() for p in model.parameters()], "samples": stats["global_samples"]},
                os.path.join(out_dir, f"rank{rank}.pt"))

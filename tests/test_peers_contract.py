@@ -42,28 +42,6 @@ def rank_and_writer(peers):
 
 
 @contract
-def start_gives_every_rank_rank0s_parameters_buffers_and_optimizer(peers):
-    def trained(seed):  # a model and an Adam state that differ on every rank
-        model = tiny_model(seed)
-        opt = torch.optim.Adam(model.parameters(), lr=0.1)
-        model(torch.full((4, 3), float(seed + 1))).sum().backward()
-        opt.step()
-        return model, opt
-
-    model, opt = trained(100 + peers.rank)
-    peers.start(model, opt)
-    ref_model, ref_opt = trained(100)  # what rank 0 holds
-    for a, b in zip(list(model.parameters()) + list(model.buffers()),
-                    list(ref_model.parameters()) + list(ref_model.buffers())):
-        assert torch.equal(a, b)
-    mine, ref = opt.state_dict()["state"], ref_opt.state_dict()["state"]
-    assert mine.keys() == ref.keys()
-    for k in ref:
-        for moment in ("exp_avg", "exp_avg_sq"):
-            assert torch.equal(mine[k][moment], ref[k][moment])
-
-
-@contract
 def reduce_gradients_is_the_sample_weighted_mean(peers):
     model = nn.Linear(2, 1, bias=False)
     model.weight.grad = torch.full_like(model.weight, float(peers.rank + 1))
@@ -213,11 +191,10 @@ def others_ready_once_enough_ranks_marked_the_version(peers):
 
 
 def test_every_method_is_abstract_so_no_implementation_can_forget_one():
-    assert {"start", "reduce_gradients", "all_sum", "gather_stats", "check_agreement", "share", "mark_ready",
+    assert {"reduce_gradients", "all_sum", "gather_stats", "check_agreement", "share", "mark_ready",
             "others_ready", "close"} <= Peers.__abstractmethods__
 
     class Forgetful(Peers):  # implements everything but others_ready
-        def start(self, model, optimizer): ...
         def add_members(self, members): ...
         def reduce_gradients(self, model, num_samples, stop=False, sums=None, member=0): ...
         def all_sum(self, tensor): ...

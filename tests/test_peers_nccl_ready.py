@@ -98,7 +98,7 @@ def scenario_route_then_freeze(peers, results, save):
     calls = []
     recorded_collectives(sync.peers.dist, calls)
     model = grads_model()
-    peers.start(model, torch.optim.Adam(model.parameters()))
+    peers.share(0, lambda: b"rank 0's run state")  # a fixed world's start
     peers.reduce_gradients(model, 8, sums=torch.zeros(5, device=peers.bulk_device))  # with moments
     peers.gather_stats([1.0, 2.0])
     peers.check_agreement(model, 1)
@@ -200,8 +200,8 @@ def test_each_collective_uses_the_device_made_for_it(freeze_world):
         bulk, small = results["devices"]
         assert (bulk, small) == (cpu, cpu)  # a CPU model: both CPU here; the cuda case is a pure function above
         assert results["calls"] == [
-            ("broadcast", [(bulk, "torch.float32")], "None", False),  # parameters and buffers
-            ("broadcast_object_list", [], small, False),  # optimizer state, pickled on the CPU
+            ("all_gather", [(small, "torch.float64")], "None", False),  # the run state's source: progress
+            ("broadcast_object_list", [], small, False),  # the run state, pickled on the CPU
             ("all_reduce", [(bulk, "torch.float32")], "None", True),  # gradients and moments, under the watch
             ("all_gather", [(small, "torch.float64")], "None", False),  # stats rows
             ("all_gather", [(small, "torch.uint8")], "None", False),  # checksums
