@@ -1,6 +1,6 @@
 """Liveness: which peers are gone, judged on this host's clock alone.
 
-Every rank's heartbeat thread (sync.peers) writes `hb/<rank>` in its world's store every
+Every rank's heartbeat thread (`Heartbeat`, below) writes `hb/<rank>` in its world's store every
 HEARTBEAT_S seconds, a value that changes on every beat (a counter; never a time: hosts' clocks
 are never compared, so clock skew between hosts names no one). A rank is lost when the value this
 host reads for it has not changed for STALE_BEATS x HEARTBEAT_S seconds of this host's
@@ -13,6 +13,8 @@ they share what was seen, so a beat seen by one counts for the other.
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import socket
 import threading
 import time
@@ -108,3 +110,36 @@ class Liveness:
                 time.sleep(POLL_S)
         except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
             return [0]
+
+
+class Heartbeat:
+    """The writer side of the rule: a thread that writes this rank's beat (a counter) in its world's
+    store every HEARTBEAT_S, over a connection of its own; `each_beat` (elastic rank 0's look for a
+    node waiting to join) runs after every beat, its errors ignored."""
+    name = "heartbeat"
+
+    def __init__(self, addr: str, port: int, rank: int, world_size: int, each_beat=None):
+        self._store = dist.PrefixStore(PREFIX, dist.TCPStore(addr, port, world_size, is_master=False,
+                                                             timeout=timedelta(seconds=10)))
+        self._rank, self._each_beat = rank, each_beat
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        beats = itertools.count(1)
+        while not self._stop.is_set():
+            try:
+                self._store.set(beat_key(self._rank), str(next(beats)))
+            except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
+                return
+            if self._each_beat is not None:
+                with contextlib.suppress(Exception):
+                    self._each_beat()
+            self._stop.wait(HEARTBEAT_S)
+
+    def stop(self, wait_s: float) -> bool:
+        """Stop beating; False if the thread is still in a store call after wait_s."""
+        self._stop.set()
+        self._thread.join(wait_s)
+        return not self._thread.is_alive()

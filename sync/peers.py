@@ -10,10 +10,9 @@
   sync.timeout_s + 60 s (a backstop: our watch below fires first).
 - Start: `share` gives every rank the run state (nodes.run_state) of rank 0 (a fixed world) or of the
   rank that went furthest (elastic), pickled over the small (CPU) device.
-- Every iteration: gradients (of every trainable parameter: a missing one counts as zeros, so
-  every rank sends the same layout) all-reduced weighted by each node's sample count, with the sample
-  count, the stop votes and the running norms' moments (summed) in the same flat all-reduce. Every
-  sync.stats_every iterations and after the last: a small stats row gathered (per-rank figures).
+- Every iteration: one flat all-reduce (sync.flat_grads) of every trainable parameter's gradient
+  weighted by each node's sample count, the sample count, the stop votes and the running norms'
+  moments. Every sync.stats_every iterations and after the last: a small stats row gathered.
 - Every sync.check_every iterations: a sha256 of the parameters (and one of it with the run's
   other state, when the caller gives it) all-gathered; any difference is a hard error naming the
   ranks. The last agreed parameter digest is kept (`last_checksum`) for the summary after a
@@ -33,22 +32,16 @@
   sync.timeout_s without an answer, ends it with PeerLost. gloo still fails at once when a
   peer's socket closes. After any failure an NCCL group is aborted, not destroyed: its kernels
   waiting for the lost peer never end, and anything queued behind them on the device would hang.
-  A watchdog thread backs this up: store operations on a connection to a frozen (not dead)
-  rank 0 block without any timeout, so any collective or store call still running after
-  sync.timeout_s + 10 s logs the lost rank and ends the process (exit 1); the node's janitor
-  then removes its workers, as it does for any death of the main process.
+  A watchdog (sync.watchdog) backs this up: a call to a frozen peer or store that never returns
+  ends the process after sync.timeout_s + 10 s, naming the lost rank.
 """
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import math
 import os
-import sys
-import threading
 import time
-from contextlib import contextmanager
 from datetime import timedelta
 
 import torch
@@ -58,11 +51,12 @@ from torch import nn
 from nodes.errors import PeerLost, one_line
 from nodes.models import param_checksum
 from nodes.peers import Peers, agreement_digest
-from sync.liveness import HEARTBEAT_S, PREFIX, Liveness, beat_key
+from sync.flat_grads import pack, unpack
+from sync.liveness import HEARTBEAT_S, PREFIX, Heartbeat, Liveness
+from sync.watchdog import Watchdog
 from sync.world import World
 
 LOST_WAIT_S = 6 * HEARTBEAT_S  # how long lost_ranks looks for a stale heartbeat (> STALE_BEATS periods)
-DOG_LOOK_S = 4 * HEARTBEAT_S  # the watchdog's look: long enough to see a dead rank's beat go stale
 NCCL_SLACK = timedelta(seconds=60)  # NCCL's own timeout is ours plus this: only a backstop
 CLOSE_JOIN_S = 15.0  # longest wait for a thread or a peer when leaving (a heartbeat set() times out at 10 s)
 log = logging.getLogger("sync")
@@ -111,12 +105,9 @@ class DistPeers(Peers):
         self._members = 1
         self._join_seen = False  # elastic: this rank saw a node waiting to join
         self._pending = False  # elastic: some rank saw one (it rode in the last gradient all-reduce)
-        self._watched: tuple[str, float] | None = None  # (what, since) of the call in progress
-        self._dog_stop = threading.Event()
         self._in_flight = None  # the collective being waited for
         self._graveyard: list[tuple] = []  # elastic: groups left with a collective still waiting
-        self._stop_hb = threading.Event()
-        self._hb: threading.Thread | None = None
+        self._hb: Heartbeat | None = None
         if self._nccl:
             # our watch names a lost peer and aborts the group; NCCL's watchdog must not abort
             # the process first on the peer's error (torch's advice for _abort_process_group)
@@ -129,8 +120,7 @@ class DistPeers(Peers):
             # every rank, rank 0 included, is a client of it.
             host = world.rank == 0 and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
             self._connect(world.master_addr, world.master_port, world.rank, world.size, host)
-        self._dog = threading.Thread(target=self._watchdog, name="watchdog", daemon=True)
-        self._dog.start()
+        self._dog = Watchdog(sync_cfg.timeout_s + 10.0, lambda: self.rank, self.lost_ranks)
 
     def _connect(self, addr: str, port: int, rank: int, size: int, host: bool) -> None:
         """Join one world: its store, the process group, the heartbeat thread."""
@@ -146,63 +136,19 @@ class DistPeers(Peers):
         self._ready_needed = max(1, math.ceil(self.cfg.ready_frac * size))
         self._last_poll, self._last_ready = 0.0, False
         self.keys = dist.PrefixStore(PREFIX, self.store)  # our keys apart from the group's
-        self._stop_hb = threading.Event()
-        self._hb_store = dist.PrefixStore(PREFIX, dist.TCPStore(
-            addr, port, size, is_master=False, timeout=timedelta(seconds=10)))
-        self._hb = threading.Thread(target=self._heartbeat, args=(self._stop_hb, self._hb_store),
-                                    name="heartbeat", daemon=True)
-        self._hb.start()
+        self._hb = Heartbeat(addr, port, rank, size, self._look_for_joins if self.elastic and rank == 0 else None)
         self.liveness = Liveness(addr, port, rank, size)  # this world's peers, on this host's clock
         self._groups = [None]  # each population member's gradient group (None: the world's)
         if self._members > 1:
             self.add_members(self._members)
 
     # ------------------------------------------------------------------ failures
-    def _heartbeat(self, stop: threading.Event, store) -> None:
-        """Every second: this rank's beat in its world's store, a counter (sync.liveness: peers watch
-        it change on their own clocks; no time is written, so no clocks are compared); elastic, on
-        rank 0, a look for a node waiting to join (the rendezvous file)."""
-        rank, gen = self.rank, self.generation
-        beats = itertools.count(1)
-        while not stop.is_set():
-            try:
-                store.set(beat_key(rank), str(next(beats)))
-            except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
-                return
-            # rank 0 alone looks (its flag rides in the all-reduce to every rank): one shared-file read
-            # a second for the whole run, not one per node
-            if gen is not None and rank == 0 and not self._join_seen:
-                with contextlib.suppress(Exception):
-                    self._join_seen = self.rendezvous.join_waiting(gen.number)
-            stop.wait(HEARTBEAT_S)
-
-    @contextmanager
-    def _watch(self, what: str):
-        self._watched = (what, time.monotonic())
-        try:
-            yield
-        finally:
-            self._watched = None
-
-    def _watchdog(self) -> None:
-        limit = self.cfg.timeout_s + 10.0
-        while not self._dog_stop.wait(1.0):
-            watched = self._watched
-            if watched is None or time.monotonic() - watched[1] < limit:
-                continue
-            found: list[list[int]] = []
-            probe = threading.Thread(target=lambda found=found: found.append(self.lost_ranks(DOG_LOOK_S)),
-                                     daemon=True)
-            probe.start()
-            probe.join(DOG_LOOK_S + 2.0)  # a frozen store never answers: then the join times out
-            lost = found[0] if found else [0]  # no answer from the store: its host, rank 0
-            who = f"lost rank {', '.join(map(str, lost))}" if lost else "a peer stopped answering"
-            msg = f"rank {self.rank}: {who} during {watched[0]} (no answer for {limit:.0f} s)"
-            log.error("%s", msg)
-            print(f"error: {msg}", file=sys.stderr, flush=True)
-            for h in logging.getLogger().handlers:
-                h.flush()
-            os._exit(1)  # the janitor sees the pipe close and removes this node's workers
+    def _look_for_joins(self) -> None:
+        """Elastic, rank 0, each heartbeat: a look for a node waiting to join (the rendezvous file).
+        Rank 0 alone looks (its flag rides in the all-reduce to every rank): one shared-file read a
+        second for the whole run, not one per node."""
+        if not self._join_seen:
+            self._join_seen = self.rendezvous.join_waiting(self.generation.number)
 
     def lost_ranks(self, wait_s: float = LOST_WAIT_S) -> list[int]:
         """Ranks whose heartbeat stopped, by sync.liveness's rule (polled until one is stale, at most
@@ -250,7 +196,7 @@ class DistPeers(Peers):
 
     def _guard(self, what: str, fn, *args):
         try:
-            with self._watch(what):
+            with self._dog.watch(what):
                 return fn(*args)
         except (RuntimeError, dist.DistBackendError, dist.DistStoreError) as exc:
             if isinstance(exc, Diverged):
@@ -276,57 +222,17 @@ class DistPeers(Peers):
 
     def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
                          sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
-        """Every trainable parameter takes part, with a gradient or without: ranks that differ in which
-        parameters got one (a head unused in this batch) still send buffers of one layout. A missing
-        gradient counts as zeros in the sample-weighted mean, and every parameter that had a gradient
-        on some rank gets the mean on every rank (the one-hot `had` counts ride along), so every
-        rank steps the same parameters; one that had none anywhere keeps None (as with one node)."""
+        """The sample-weighted mean gradient of every trainable parameter into its .grad, the summed
+        moments into `sums` (sync.flat_grads: one layout on every rank, gradients or not); returns
+        the total sample count and whether any rank voted to stop."""
         params = [p for p in model.parameters() if p.requires_grad]
-        flat, size = self._pack(params, num_samples, stop, sums)
+        flat, size = pack(params, num_samples, (float(stop), float(self._join_seen)), sums)
         what = "the gradient all-reduce" + (f" of population member {member}" if member else "")
         group = self._groups[member]
         self._guard(what, lambda: self._wait(dist.all_reduce(flat, group=group, async_op=True), what))
-        total, votes, joins = flat[-3:].tolist()  # only once it completed: on CUDA this is the host sync
+        total, votes, joins = unpack(params, flat, size, sums)  # only once it completed: on CUDA the host sync
         self._pending = self._pending or joins > 0
-        flat[:size].div_(max(total, 1.0))  # a population member with no samples anywhere: zeros
-        self._unpack(params, flat, size, sums)
         return int(round(total)), votes > 0
-
-    def _pack(self, params: list[nn.Parameter], num_samples: int, stop: bool,
-              sums: torch.Tensor | None) -> tuple[torch.Tensor, int]:
-        """[gradients x samples | sums | had a gradient, per parameter | samples | stop vote | a join
-        seen]: one collective for all; returns it and the gradients' length. The scalars are written
-        in place (fill kernels), not copied from a host tensor: no host sync on CUDA."""
-        device = params[0].device
-        grads = [p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel(), dtype=p.dtype, device=device)
-                 for p in params]
-        extra = [] if sums is None else [sums.reshape(-1)]
-        had = torch.ones(len(params), device=device)
-        for i in (i for i, p in enumerate(params) if p.grad is None):
-            had[i] = 0.0  # a fill kernel per missing gradient (usually none), not a copy from the host
-        flat = torch.cat(grads + extra + [had, torch.zeros(3, device=device)])
-        size = sum(g.numel() for g in grads)
-        flat[:size].mul_(float(num_samples))
-        flat[-3] = float(num_samples)
-        flat[-2] = float(stop)
-        flat[-1] = float(self._join_seen)
-        return flat, size
-
-    @staticmethod
-    def _unpack(params: list[nn.Parameter], flat: torch.Tensor, size: int, sums: torch.Tensor | None) -> None:
-        """The reduced gradients into every parameter some rank had one for, the sums into `sums`."""
-        n_sums = 0 if sums is None else sums.numel()
-        had = flat[size + n_sums : size + n_sums + len(params)].tolist()
-        offset = 0
-        for p, anyone in zip(params, had):
-            mean = flat[offset : offset + p.numel()].view_as(p)
-            offset += p.numel()
-            if p.grad is not None:
-                p.grad.copy_(mean)
-            elif anyone > 0:
-                p.grad = mean.clone()
-        if sums is not None:
-            sums.copy_(flat[size : size + n_sums].view_as(sums))
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         self._guard("the statistics all-reduce", dist.all_reduce, tensor)
@@ -445,11 +351,8 @@ class DistPeers(Peers):
             dist.destroy_process_group()
 
     def _stop_heartbeat(self) -> None:
-        self._stop_hb.set()
-        if self._hb is not None:
-            self._hb.join(CLOSE_JOIN_S)
-            if self._hb.is_alive():
-                log.warning("rank %d: the heartbeat thread is still in a store call", self.rank)
+        if self._hb is not None and not self._hb.stop(CLOSE_JOIN_S):
+            log.warning("rank %d: the heartbeat thread is still in a store call", self.rank)
 
     def close(self, clean: bool = True) -> None:
         """Leave the group. The heartbeat and watchdog threads are joined first: a daemon thread
@@ -458,16 +361,13 @@ class DistPeers(Peers):
         After a clean end (every rank leaves after the same iteration), rank 0 waits for the others'
         last store call before it goes, since its process hosts the store. An NCCL group left after
         a failure is aborted: destroying it would wait for kernels that never end."""
-        self._stop_hb.set()
-        self._dog_stop.set()
         if self._hb is None:  # elastic, never connected
-            self._dog.join(3.0)
+            self._dog.stop(3.0)
             if self.rendezvous is not None:
                 self.rendezvous.close()
             return
         for thread, wait_s in ((self._hb, CLOSE_JOIN_S), (self._dog, 3.0)):
-            thread.join(wait_s)
-            if thread.is_alive():
+            if not thread.stop(wait_s):
                 log.warning("rank %d: the %s thread is still in a store call at exit", self.rank, thread.name)
         if self._nccl and (self._failed or not clean):
             self._fail()

@@ -148,3 +148,29 @@ def test_ranks_that_differ_in_which_parameters_have_a_gradient_end_with_the_same
         expected = sum(n * g for n, g in zip(HEAD_SAMPLES, grads)) / sum(HEAD_SAMPLES)
         assert torch.equal(r0["grads"][name], r1["grads"][name]), name
         assert torch.allclose(r0["grads"][name], expected, atol=1e-6), name
+
+
+def test_flat_buffer_sum_unpacks_to_the_sample_weighted_mean_with_flags_and_missing_gradients():
+    """sync.flat_grads on its own: two ranks' buffers summed (what the all-reduce does) unpack to
+    the sample-weighted mean; a parameter only one rank had a gradient for gets the mean (zeros
+    counted for the other); one no rank had keeps None; sums and flags are summed."""
+    from sync.flat_grads import pack, unpack
+
+    def params(grads):
+        ps = [nn.Parameter(torch.zeros(3)), nn.Parameter(torch.zeros(2, 2)), nn.Parameter(torch.zeros(1))]
+        for p, g in zip(ps, grads):
+            p.grad = None if g is None else torch.full_like(p, g)
+        return ps
+
+    a, b = params([1.0, 2.0, None]), params([4.0, None, None])
+    flat_a, size = pack(a, 3, (1.0, 0.0), torch.tensor([1.0, 2.0]))
+    flat_b, _ = pack(b, 1, (0.0, 1.0), torch.tensor([10.0, 20.0]))
+    sums = torch.zeros(2)
+    total, stops, joins = unpack(a, flat_a + flat_b, size, sums)
+    assert (total, stops, joins) == (4.0, 1.0, 1.0)
+    assert torch.allclose(a[0].grad, torch.full((3,), (3 * 1.0 + 1 * 4.0) / 4))
+    assert torch.allclose(a[1].grad, torch.full((2, 2), 3 * 2.0 / 4))
+    assert a[2].grad is None
+    assert sums.tolist() == [11.0, 22.0]
+    unpack(b, flat_a + flat_b, size, torch.zeros(2))  # b had no gradient for p1: it gets the mean
+    assert torch.allclose(b[1].grad, torch.full((2, 2), 1.5)) and b[2].grad is None
