@@ -76,7 +76,7 @@ def measure(cfg, phase: str, seconds: float, warmup_s: float) -> Measured:
                 if now >= window.t_end:
                     return window.result(now, watch)
                 node.members.learners[0].clock(WAIT)
-                node._idle()
+                node.idle()
                 if phase == "simulate":
                     time.sleep(0.05)  # nothing to wait for but the clock
                     continue

@@ -121,10 +121,10 @@ class Node:
             if newer:
                 self.sampler.drop_collected()
 
-    def _idle(self) -> None:
+    def idle(self) -> None:
         """Between polls for a batch: the workers' reports, their liveness, a stop signal (with one
         node). Never blocks: the wait is the batchers' (they wake the learner the moment a batch is
-        ready)."""
+        ready). Public: the bench's phases (launch.measure) poll with it as the loop does."""
         self.sampler.poll()
         if self.signals.received is not None and not self.signals.vote:
             raise Stopped(self.signals.received)
@@ -146,7 +146,7 @@ class Node:
         learns in it, each in its own all-reduce, in member order; the stop votes ride in them."""
         cfg, st, tick = self.cfg, self.state, self.state.iterations
         self.members.learners[0].clock(WAIT)
-        batches, partial = self.sampler.wait(self.peers, tick, min_slots, self._idle)
+        batches, partial = self.sampler.wait(self.peers, tick, min_slots, self.idle)
         self.trains = self.sampler.learn(batches, self._stop_vote())
         train = merge_trains(self.trains)
         local = sum(b.valid_samples for b in batches if b is not None)
