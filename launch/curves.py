@@ -1,15 +1,20 @@
 """Learning curves side by side: reward at equal frames and the wall-clock time to a score.
 
     python -m launch.curves RUN_DIR [RUN_DIR ...] [--threshold 70] [--every 100000]
-                            [--sf-reward-scale 0.01] [--mean-from 1000000]
+                            [--sf-reward-scale 0.01] [--mean-from 1000000] [--metric reward]
 
 Each RUN_DIR is one of ours (its tb/ and train.log) or a Sample Factory 2 experiment directory
 (<train_dir>/<experiment>: its .summary/0 TensorBoard file and sf_log.txt), told apart by what is
 in it. The reward is the mean over the last 100 episodes as each trainer logs it: ours
 `episode/reward` (the game's score), Sample Factory's `reward/reward` (the game's score times its
 env's reward scaling, which --sf-reward-scale divides out: 0.01 for doom_basic, 1.0 for most other
-VizDoom scenarios). Time counts from the first line of the run's log (the launch), so start-up is
-included for both. Prints one table row per frame mark and a JSON line with the same figures.
+VizDoom scenarios). --metric true_objective (the default) compares the true objective instead,
+the unshaped game measure: ours `episode/true_objective` (the reward where the env defines none of
+its own, and for runs logged before it existed), Sample Factory's `policy_stats/avg_true_objective`
+(its scaled reward where its env sets none: --sf-reward-scale divides that out too; give 1 where
+its env reports an objective of its own, e.g. the gathering scenarios). Time counts from the
+first line of the run's log (the launch), so start-up is included for both. Prints one table row
+per frame mark and a JSON line with the same figures.
 --mean-from F adds each run's mean reward over frames F to the last mark every run reached (the
 curve read every WINDOW_STEP frames, so both trainers weigh frames alike whatever their logging
 cadence): a 100-episode mean at one mark swings by a couple of kills on defend_the_line, a window
@@ -76,11 +81,26 @@ def _scalars(tb_dir: Path, tag: str):
     return acc.Scalars(tag)
 
 
-def load(run: Path, sf_scale: float) -> Curve:
+TAGS = {"reward": ("episode/reward", "reward/reward"),  # --metric: (ours, Sample Factory's)
+        "true_objective": ("episode/true_objective", "policy_stats/avg_true_objective")}
+
+
+def _ours(tb_dir: Path, metric: str):
+    """Our scalars for `metric`; a run logged before episode/true_objective existed has its reward
+    (which is what the true objective is for every env that defines none of its own)."""
+    try:
+        return _scalars(tb_dir, TAGS[metric][0])
+    except SystemExit:
+        if metric != "true_objective":
+            raise
+        return _scalars(tb_dir, TAGS["reward"][0])
+
+
+def load(run: Path, sf_scale: float, metric: str = "reward") -> Curve:
     if (run / "sf_log.txt").exists():  # Sample Factory 2
-        events, log, scale = _scalars(run / ".summary" / "0", "reward/reward"), run / "sf_log.txt", sf_scale
+        events, log, scale = _scalars(run / ".summary" / "0", TAGS[metric][1]), run / "sf_log.txt", sf_scale
     elif (run / "train.log").exists():
-        events, log, scale = _scalars(run / "tb", "episode/reward"), run / "train.log", 1.0
+        events, log, scale = _ours(run / "tb", metric), run / "train.log", 1.0
     else:
         raise SystemExit(f"curves: {run} is neither a run directory of ours nor a Sample Factory experiment")
     start = _launch_time(log)
@@ -94,6 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--threshold", type=float, default=70.0, help="the score whose first arrival is timed")
     p.add_argument("--every", type=int, default=100_000, help="frame marks of the table")
     p.add_argument("--sf-reward-scale", type=float, default=1.0, help="Sample Factory's reward scaling of the env")
+    p.add_argument("--metric", choices=sorted(TAGS), default="true_objective",
+                   help="what is compared: the true objective (default) or the logged reward")
     p.add_argument("--mean-from", type=int, default=None,
                    help="also print each run's mean reward from these frames to the last common frame")
     return p
@@ -132,7 +154,7 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--every and --sf-reward-scale must be positive")
     if a.mean_from is not None and a.mean_from < 0:
         p.error("--mean-from must be >= 0")
-    curves = [load(r, a.sf_reward_scale) for r in a.runs]
+    curves = [load(r, a.sf_reward_scale, a.metric) for r in a.runs]
     last = min(c.frames[-1] for c in curves if c.frames) if all(c.frames for c in curves) else 0
     marks = list(range(a.every, last + 1, a.every))
     _print_table(curves, marks)

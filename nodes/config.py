@@ -218,7 +218,9 @@ class PbtConfig:
 
     period_frames: int = 5_000_000  # env frames per member (the run's frames / population.size); 0: no PBT
     start_frames: int = 0  # no PBT step before this many frames per member
-    objective: str = "reward"  # reward: mean recent episode reward | win: recent match win rate (VizDoom matches)
+    # reward: mean recent episode reward | true_objective: their mean true objective (the env's own
+    # unshaped measure; the reward where it has none) | win: recent match win rate (VizDoom matches)
+    objective: str = "reward"
     replace_frac: float = 0.3
     replace_gap: float = 0.1
     replace_gap_abs: float = 1e-6

@@ -57,10 +57,10 @@ class Members:
         """[P, K] shaping weights for the rollout workers (Control.shaping), or None."""
         return torch.tensor([h.shaping for h in self.hypers]) if self.weighs_terms else None
 
-    def on_episode(self, reward: float, length: int, match: dict | None = None, member: int = 0,
-                   opponents=()) -> None:
+    def on_episode(self, reward: float, length: int, objective: float, match: dict | None = None,
+                   member: int = 0, opponents=()) -> None:
         if member < self.size:  # a snapshot's seat: nobody's statistics
-            self.stats[member].add(reward, match, opponents)
+            self.stats[member].add(reward, objective, match, opponents)
 
     # ------------------------------------------------------------------ stats over ranks
     def rows(self) -> list[float]:
@@ -76,7 +76,7 @@ class Members:
     def objectives(self) -> list[float | None]:
         if self.cfg.pbt.objective == "win":
             return [m["match"]["win"] if "match" in m else None for m in self.merged]
-        return [m["reward"] for m in self.merged]
+        return [m[self.cfg.pbt.objective] for m in self.merged]  # reward or true_objective
 
     def after_gather(self, tails: list[list[float]], frames: int) -> tuple[list[dict], bool]:
         """Every rank's member rows merged, then a self-play snapshot and a PBT step where due (the

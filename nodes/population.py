@@ -19,7 +19,7 @@ import numpy as np
 
 from nodes import seeds
 from nodes.envs.doom_match import MATCH_KEYS
-from nodes.stats import EpisodeFigures
+from nodes.stats import EpisodeFigures, merged_reward
 
 
 class Assignment:
@@ -111,12 +111,14 @@ class MemberStats:
         self.opponents = opponents
         self.episodes = 0
         self.rewards: collections.deque = collections.deque(maxlen=window)
+        self.objectives: collections.deque = collections.deque(maxlen=window)
         self.matches: collections.deque = collections.deque(maxlen=window)
         self.against: collections.deque = collections.deque(maxlen=window)  # (opponent, win, frags)
 
-    def add(self, reward: float, match: dict | None, opponents=()) -> None:
+    def add(self, reward: float, objective: float, match: dict | None, opponents=()) -> None:
         self.episodes += 1
         self.rewards.append(reward)
+        self.objectives.append(objective)
         if match is not None:
             self.matches.append(match)
             for q in opponents:
@@ -130,8 +132,9 @@ class MemberStats:
             vs[q][0] += 1
             vs[q][1] += win
             vs[q][2] += frags
+        o = sum(self.objectives) / len(self.objectives) if self.objectives else math.nan
         return MemberRow(float(self.episodes), r, float(len(self.rewards)), float(len(self.matches)),
-                         **means).to_floats(vs)
+                         objective=o, **means).to_floats(vs)
 
 
 def opponent_name(q: int, size: int) -> str:
@@ -148,8 +151,8 @@ def merge_members(rows_by_rank: list[list[float]], size: int, opponents: int | N
         parts = [MemberRow.from_floats(r[p], opponents) for r in rows_by_rank]
         rows = [row for row, _ in parts]
         n = sum(row.reward_n for row in rows if row.reward_n)
-        reward = sum(row.reward * row.reward_n for row in rows if row.reward_n) / n if n else None
-        member = {"episodes": int(sum(row.episodes for row in rows)), "reward": reward, "reward_n": int(n)}
+        member = {"episodes": int(sum(row.episodes for row in rows)), "reward": merged_reward(rows),
+                  "true_objective": merged_reward(rows, "objective"), "reward_n": int(n)}
         m = sum(row.match_n for row in rows)
         if m:
             member["match"] = {k: sum(getattr(row, k) * row.match_n for row in rows if row.match_n) / m

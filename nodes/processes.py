@@ -62,7 +62,8 @@ class Channels:
     actions: list[Any]  # policy worker -> rollout worker w: group
     trajectories: list[Any]  # rollout workers -> learner: finished slot, one queue per population member
     free_slots: Any  # learner -> rollout workers: slot to fill
-    # everyone -> main: ("episode", reward, length, match result or None, member, opponents' members) |
+    # everyone -> main: ("episode", reward, length in env frames, true objective, match result or None, member,
+    #                    opponents' members) |
     # ("error", who, text) |
     # ("ready", who[, device]) | ("restart", who, reason): a match between agents was restarted
     reports: Any
@@ -191,7 +192,7 @@ class WorkerPool:
             return
         for m in msgs:
             if m[0] == "episode":
-                self.on_episode(*m[1:])  # reward, length, match result, member, opponents
+                self.on_episode(*m[1:])  # reward, length, true objective, match result, member, opponents
             elif m[0] == "ready":
                 self.ready += 1
                 if len(m) > 2:

@@ -39,6 +39,7 @@ class GroupStepper:
         self.k = cfg.sampler.envs_per_worker
         self.groups = env_groups(cfg.sampler)[worker]
         self.scale = cfg.env.reward_scale
+        self.frameskip = cfg.env.frameskip  # env frames per step: episode lengths are reported in frames
         # numpy views of shared memory: scalar indexing is much cheaper than on torch tensors
         self.obs = buffers.obs.numpy()
         self.meas = buffers.meas.numpy()
@@ -201,8 +202,9 @@ class GroupStepper:
         if not info.get("aborted"):
             e = self.w * self.k + i
             member = int(played[e]) if played is not None else 0
-            self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]), info.get("match"),
-                                 member, self.opponents(i, played)))
+            objective = float(info.get("true_objective", self.ep_return[i]))  # the game reward by default
+            self.ch.reports.put(("episode", float(self.ep_return[i]), int(self.ep_len[i]) * self.frameskip, objective,
+                                 info.get("match"), member, self.opponents(i, played)))
         self.ep_return[i], self.ep_len[i] = 0.0, 0
         self.clock(ENV_STEP)
         obs = self.envs[i].reset()

@@ -37,12 +37,13 @@ class RunState:
         """How far this rank went: its members' versions summed (the same on ranks in lockstep)."""
         return sum(learner.version for learner in self.learners)
 
-    def on_episode(self, reward: float, length: int, match: dict | None = None, member: int = 0,
-                   opponents=()) -> None:
-        """A rollout worker's finished episode (a self-play snapshot's seat: nobody's)."""
+    def on_episode(self, reward: float, length: int, objective: float, match: dict | None = None,
+                   member: int = 0, opponents=()) -> None:
+        """A rollout worker's finished episode: its game reward, length in env frames, true
+        objective, match result (a self-play snapshot's seat: nobody's)."""
         if member < self.members.size:
-            self.stats.add_episode(reward, length, match)
-            self.members.on_episode(reward, length, match, member, opponents)
+            self.stats.add_episode(reward, length, objective, match)
+            self.members.on_episode(reward, length, objective, match, member, opponents)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self, episodes: int | None = None) -> dict:
@@ -52,7 +53,8 @@ class RunState:
         state = self.members.state_dict()
         state.update(env_frames=st.env_frames, iterations=self.iterations,
                      episodes=st.episodes if episodes is None else episodes,
-                     recent_rewards=list(st.rewards), recent_matches=[dict(m) for m in st.matches])
+                     recent_rewards=list(st.rewards), recent_objectives=list(st.objectives),
+                     recent_lengths=list(st.lengths), recent_matches=[dict(m) for m in st.matches])
         return state
 
     def load_state_dict(self, state: dict, source: str, episodes_here: bool) -> None:
@@ -63,7 +65,9 @@ class RunState:
         self.iterations = int(state.get("iterations", 0))  # older checkpoints did not keep them
         self.stats = RunStats(int(state["env_frames"]), int(state["episodes"]) if episodes_here else 0,
                               state["recent_rewards"] if episodes_here else (),
-                              recent_matches=state.get("recent_matches", ()) if episodes_here else ())
+                              recent_matches=state.get("recent_matches", ()) if episodes_here else (),
+                              recent_objectives=state.get("recent_objectives") if episodes_here else None,
+                              recent_lengths=state.get("recent_lengths") if episodes_here else None)
 
     # ------------------------------------------------------------------ one rank's state to another
     def to_bytes(self) -> bytes:

@@ -27,6 +27,10 @@ class EpisodeFigures:
     win: float = math.nan
     draw: float = math.nan
     loss: float = math.nan
+    # the mean true objective of the same recent episodes (the unshaped game measure: the env's
+    # info["true_objective"], else the episode's game reward) and their mean length in env frames
+    objective: float = math.nan
+    length: float = math.nan
 
 
 @dataclass
@@ -54,11 +58,12 @@ class RankRow(EpisodeFigures):
 RANK_ROW_WIDTH = len(fields(RankRow))  # a population's member rows follow it in the gathered list
 
 
-def merged_reward(rows: Sequence[RankRow]) -> float | None:
-    """Mean recent episode reward over all ranks, each rank's mean weighted by its episode count."""
-    rows = [r for r in rows if r.reward_n > 0 and not math.isnan(r.reward)]
+def merged_reward(rows: Sequence[EpisodeFigures], key: str = "reward") -> float | None:
+    """Mean recent episode reward (or `key`: objective, length) over all ranks, each rank's mean
+    weighted by its count of recent episodes."""
+    rows = [r for r in rows if r.reward_n > 0 and not math.isnan(getattr(r, key))]
     n = sum(r.reward_n for r in rows)
-    return sum(r.reward * r.reward_n for r in rows) / n if n else None
+    return sum(getattr(r, key) * r.reward_n for r in rows) / n if n else None
 
 
 def merged_match(rows: Sequence[RankRow]) -> dict[str, float] | None:
@@ -101,11 +106,14 @@ class RankStats:
 
 class RunStats:
     def __init__(self, env_frames: int = 0, episodes: int = 0, recent_rewards=(), window: int = 100,
-                 recent_matches=()):
+                 recent_matches=(), recent_objectives=None, recent_lengths=None):
         self.env_frames = env_frames  # frames trained on, over all sessions of this run
         self.episodes = episodes
         self.rewards = collections.deque(recent_rewards, maxlen=window)
-        self.lengths = collections.deque(maxlen=window)
+        # a checkpoint written before the true objective was logged: the rewards stand for it
+        self.objectives = collections.deque(recent_rewards if recent_objectives is None else recent_objectives,
+                                            maxlen=window)
+        self.lengths = collections.deque(recent_lengths or (), maxlen=window)  # env frames
         self.matches = collections.deque(recent_matches, maxlen=window)  # recent match results (VizDoom matches)
         self.start_frames = env_frames
         self.start_time = time.time()
@@ -113,11 +121,14 @@ class RunStats:
         self._rate_points.append((self.start_time, env_frames))
         self.last_train: dict[str, float] = {}
 
-    def add_episode(self, reward: float, length: int, match: dict[str, float] | None = None) -> None:
-        """A finished episode; `match`: its match result (MATCH_KEYS) when it was a match."""
+    def add_episode(self, reward: float, length: int, objective: float,
+                    match: dict[str, float] | None = None) -> None:
+        """A finished episode: its game reward, length in env frames, true objective and, when it
+        was a match, its result (MATCH_KEYS)."""
         self.episodes += 1
         self.rewards.append(reward)
         self.lengths.append(length)
+        self.objectives.append(objective)
         if match is not None:
             self.matches.append(match)
 
@@ -140,22 +151,30 @@ class RunStats:
     def mean_reward(self) -> float | None:
         return sum(self.rewards) / len(self.rewards) if self.rewards else None
 
+    @staticmethod
+    def _mean(values) -> float:
+        return sum(values) / len(values) if values else math.nan
+
     def row(self, **figures: float) -> RankRow:
         """This node's row: its episodes and recent rewards, plus the iteration's figures."""
         r = self.mean_reward()
         means = {k: sum(m[k] for m in self.matches) / len(self.matches) for k in MATCH_KEYS} if self.matches else {}
         return RankRow(episodes=float(self.episodes), reward=math.nan if r is None else r,
                        reward_n=float(len(self.rewards)), elapsed=self.seconds,
-                       match_n=float(len(self.matches)), **means, **figures)
+                       match_n=float(len(self.matches)), objective=self._mean(self.objectives),
+                       length=self._mean(self.lengths), **means, **figures)
 
     def status_line(self, rank_rows: Sequence[RankRow] = ()) -> str:
-        r = merged_reward(rank_rows) if rank_rows else self.mean_reward()
+        rows = rank_rows or [self.row()]
+        r, o = merged_reward(rows), merged_reward(rows, "objective")
         reward = f"{r:.1f} ({len(self.rewards)} ep)" if r is not None else "n/a (no episode yet)"
+        if r is not None and o is not None and abs(o - r) > 1e-6 * max(1.0, abs(r)):
+            reward += f" | true objective {o:.2f}"  # only where the env defines one of its own
         lag = self.last_train.get("policy_lag_mean")
         lag_s = f"{lag:.2f} (max {self.last_train.get('policy_lag_max', 0):.0f})" if lag is not None else "n/a"
         line = (f"frames {self.env_frames:,} | fps {self.fps():.0f} (10s) {self.fps(None):.0f} (avg) | "
                 f"reward {reward} | policy lag {lag_s} | version {int(self.last_train.get('version', 0))}")
-        match = merged_match(rank_rows) if rank_rows else merged_match([self.row()])
+        match = merged_match(rows)
         if match is not None:
             line += (f" | matches: frags {match['frags']:.1f} deaths {match['deaths']:.1f} place {match['place']:.1f} "
                      f"win {match['win']:.0%} ({match['matches']:.0f})")
@@ -195,10 +214,11 @@ class TensorBoard:
         for rank, row in enumerate(ranks.per_iteration if len(ranks.per_iteration) > 1 else ()):
             w.add_scalar(f"nodes/samples_rank{rank}", row.samples, step)
             w.add_scalar(f"nodes/sync_s_rank{rank}", row.sync_s, step)
-        r = merged_reward(ranks.rows) if ranks.rows else stats.mean_reward()
-        if r is not None:
-            w.add_scalar("episode/reward", r, step)
-            w.add_scalar("episode/length", sum(stats.lengths) / max(len(stats.lengths), 1), step)
+        rows = ranks.rows or [stats.row()]
+        for key, tag in (("reward", "reward"), ("objective", "true_objective"), ("length", "length")):
+            value = merged_reward(rows, key)  # over all ranks; length in env frames
+            if value is not None:
+                w.add_scalar(f"episode/{tag}", value, step)
         match = merged_match(ranks.rows) if ranks.rows else None
         for k in MATCH_KEYS if match is not None else ():
             w.add_scalar(f"match/{k}", match[k], step)
@@ -224,8 +244,9 @@ class TensorBoard:
     def _member(self, step: int, p: int, merged: dict, hyper, shaping_names: list[str]) -> None:
         """Member p's figures over all ranks and its hyper-parameters."""
         w = self.writer
-        if merged["reward"] is not None:
-            w.add_scalar(f"member{p}/reward", merged["reward"], step)
+        for key in ("reward", "true_objective"):
+            if merged[key] is not None:
+                w.add_scalar(f"member{p}/{key}", merged[key], step)
         for k in ("frags", "win") if "match" in merged else ():
             w.add_scalar(f"member{p}/{k}", merged["match"][k], step)
         w.add_scalar(f"member{p}/lr", hyper.lr, step)

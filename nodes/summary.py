@@ -52,6 +52,8 @@ def run_summary(node, outcome: str, collective: bool = True) -> dict:
         env_frames=st.env_frames, seconds=round(seconds, 3), fps=round(frames / max(seconds, 1e-9), 1),
         train_seconds=round(node.train_seconds, 3), train_fps=round(frames / max(node.train_seconds, 1e-9), 1),
         episodes=int(sum(row.episodes for row in rows)), mean_episode_reward=merged_reward(rows),
+        mean_episode_true_objective=merged_reward(rows, "objective"),  # = the reward unless the env has its own
+        mean_episode_length=merged_reward(rows, "length"),  # env frames
         match=merged_match(rows),  # VizDoom matches: recent frags, deaths, place, win/draw/loss; else None
         policy_version=node.members.learners[0].version, nodes=node.world, param_checksums=member_sums[0],
         outcome=outcome, resumed_from=node.resumed_from,

@@ -18,7 +18,7 @@ from nodes.errors import need
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
 ASSIGNMENTS = ("fixed", "episode")
-PBT_OBJECTIVES = ("reward", "win")
+PBT_OBJECTIVES = ("reward", "true_objective", "win")
 PBT_MUTABLE = ("lr", "entropy_coeff", "shaping")
 EXPLORATION_LOSSES = ("entropy", "symmetric_kl")
 

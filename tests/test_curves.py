@@ -16,22 +16,30 @@ def _launch_ts() -> float:
     return datetime.strptime(LAUNCH, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def write_ours(run, points):
-    """A run directory of ours: tb/ with episode/reward, train.log whose first line is the launch."""
+def write_ours(run, points, objective=None):
+    """A run directory of ours: tb/ with episode/reward (and episode/true_objective, objective(reward),
+    when given; runs before it had none), train.log whose first line is the launch."""
     run.mkdir()
     (run / "train.log").write_text(f"[{LAUNCH}][nodes][INFO] - node starting\n")
     with SummaryWriter(str(run / "tb")) as w:
         for frames, seconds, reward in points:
             w.add_scalar("episode/reward", reward, frames, walltime=_launch_ts() + seconds)
+            if objective is not None:
+                w.add_scalar("episode/true_objective", objective(reward), frames, walltime=_launch_ts() + seconds)
 
 
-def write_sf(run, points, scale):
-    """A Sample Factory 2 experiment: .summary/0 with reward/reward (times its reward scale), sf_log.txt."""
+def write_sf(run, points, scale, objective=None):
+    """A Sample Factory 2 experiment: .summary/0 with reward/reward (times its reward scale) and
+    policy_stats/avg_true_objective (its scaled reward, as SF logs it for an env with no objective
+    of its own, or objective(reward)), sf_log.txt."""
     run.mkdir()
     (run / "sf_log.txt").write_text(f"[{LAUNCH}][123] Starting experiment\n")
     with SummaryWriter(str(run / ".summary" / "0")) as w:
         for frames, seconds, reward in points:
-            w.add_scalar("reward/reward", reward * scale, frames, walltime=_launch_ts() + seconds)
+            t = _launch_ts() + seconds
+            w.add_scalar("reward/reward", reward * scale, frames, walltime=t)
+            true = reward * scale if objective is None else objective(reward)
+            w.add_scalar("policy_stats/avg_true_objective", true, frames, walltime=t)
 
 
 @pytest.fixture()
@@ -78,3 +86,21 @@ def test_bad_arguments_are_refused(runs):
     assert exc.value.code == 2
     with pytest.raises(SystemExit, match="neither a run directory of ours nor a Sample Factory experiment"):
         curves.main([str(runs[0].parent)])
+
+
+def test_the_true_objective_is_compared_by_default_and_the_reward_on_request(tmp_path):
+    """Ours logs a true objective apart from its reward (a shaped scenario), Sample Factory one of
+    its own (not scaled): the default table reads both objectives, --metric reward both rewards."""
+    points = [(f, f / 5000, 10.0 if f < 300_000 else 20.0) for f in range(100_000, 600_001, 100_000)]
+    write_ours(tmp_path / "ours", points, objective=lambda r: r / 10)
+    write_sf(tmp_path / "sf", points, 1.0, objective=lambda r: r / 5)
+    runs = [str(tmp_path / "ours"), str(tmp_path / "sf")]
+    out = curves.main(runs + ["--threshold", "3", "--every", "200000"])
+    assert out["runs"]["ours"]["reward_at_marks"] == [1.0, 2.0, 2.0]
+    assert out["runs"]["sf"]["reward_at_marks"] == [2.0, 4.0, 4.0]
+    assert out["runs"]["sf"]["frames_to_threshold"] == 300_000 and out["runs"]["ours"]["frames_to_threshold"] is None
+    out = curves.main(runs + ["--metric", "reward", "--every", "200000"])
+    assert out["runs"]["ours"]["reward_at_marks"] == out["runs"]["sf"]["reward_at_marks"] == [10.0, 20.0, 20.0]
+    write_ours(tmp_path / "before", points)  # logged before the true objective: its reward stands for it
+    assert curves.main([str(tmp_path / "before"), "--every", "200000"])["runs"]["before"]["reward_at_marks"] == [
+        10.0, 20.0, 20.0]

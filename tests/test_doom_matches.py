@@ -192,10 +192,10 @@ def test_a_bot_deathmatch_trains_and_reports_its_matches(tmp_path):
 def test_single_player_envs_report_no_matches():
     from nodes.stats import RunStats, merged_match
     stats = RunStats()
-    stats.add_episode(5.0, 10)
+    stats.add_episode(5.0, 40, 5.0)
     assert merged_match([stats.row()]) is None
-    stats.add_episode(2.0, 10, dict(frags=2.0, deaths=1.0, place=1.0, win=1.0, draw=0.0, loss=0.0))
-    stats.add_episode(0.0, 10, dict(frags=0.0, deaths=3.0, place=2.0, win=0.0, draw=0.0, loss=1.0))
+    stats.add_episode(2.0, 40, 2.0, dict(frags=2.0, deaths=1.0, place=1.0, win=1.0, draw=0.0, loss=0.0))
+    stats.add_episode(0.0, 40, 0.0, dict(frags=0.0, deaths=3.0, place=2.0, win=0.0, draw=0.0, loss=1.0))
     merged = merged_match([stats.row()])
     assert merged == dict(frags=1.0, deaths=2.0, place=1.5, win=0.5, draw=0.0, loss=0.5, matches=2.0)
 
@@ -204,3 +204,21 @@ def test_doom_match_check_is_quiet_for_single_player_games():
     doom_match.check(load("doom_basic"), "/nonexistent.wad", "map01")  # bots=0: the WAD is never read
     with pytest.raises(ConfigError, match="env.bots must be >= 0"):
         doom_match.check(load("doom_basic", bots=-1), "/nonexistent.wad", "map01")
+
+
+def test_true_objective_and_length_merge_over_ranks_and_show_where_they_differ_from_the_reward():
+    """Each rank's recent means weighted by its episode count, as the reward is; the status line
+    names the true objective only where the env has one of its own (it differs from the reward)."""
+    from nodes.stats import RunStats, merged_reward
+    a, b = RunStats(), RunStats()
+    for reward, frames, objective in ((1.0, 400, 0.5), (3.0, 800, 1.5)):
+        a.add_episode(reward, frames, objective)
+    b.add_episode(5.0, 1200, 2.5)
+    rows = [a.row(), b.row()]
+    assert merged_reward(rows) == pytest.approx(3.0)
+    assert merged_reward(rows, "objective") == pytest.approx(1.5)
+    assert merged_reward(rows, "length") == pytest.approx(800.0)
+    assert "true objective 1.50" in a.status_line(rows)
+    same = RunStats()
+    same.add_episode(2.0, 100, 2.0)
+    assert "true objective" not in same.status_line()

@@ -28,7 +28,11 @@ def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(os.path.join(run_dir, "tb"))
     acc.Reload()
-    assert "perf/fps" in acc.Tags()["scalars"] and "episode/reward" in acc.Tags()["scalars"]
+    tags = acc.Tags()["scalars"]
+    assert {"perf/fps", "episode/reward", "episode/true_objective", "episode/length"} <= set(tags)
+    # CartPole scores 1 a step (frameskip 1) and has no objective of its own: the three agree
+    assert first["mean_episode_true_objective"] == first["mean_episode_reward"] == first["mean_episode_length"]
+    assert acc.Scalars("episode/length")[-1].value == acc.Scalars("episode/reward")[-1].value > 8
     assert len(acc.Scalars("train/loss")) == first["policy_version"]
     # the checkpoint holds the optimizer state of every step taken
     state = ckpt.load(ckpt.latest(run_dir))

@@ -165,7 +165,7 @@ def test_a_replaced_member_holds_copies_of_the_sources_weights_and_optimizer_sta
     assert param_checksum(a.model) != param_checksum(b.model)  # members start apart (their own init seeds)
     for learner in members.learners:
         learner.train_step(_batch(spec, B=4, seed=learner.member))
-    members.stats[0].add(5.0, None)
+    members.stats[0].add(5.0, 5.0, None)
     members.replace(0, 1, Hyper(3e-4, 2e-3, []))
     assert param_checksum(a.model) == param_checksum(b.model)
     assert a.version == 2 and a.lr == 3e-4 and a.cfg.entropy_coeff == 2e-3 and b.cfg.entropy_coeff != 2e-3
@@ -203,10 +203,11 @@ def test_member_rows_merge_over_ranks_weighted_by_their_counts():
     for rewards, wins in (([1.0, 3.0], [1.0, 0.0]), ([5.0], [1.0])):
         stats = [MemberStats(2), MemberStats(2)]
         for r, w in zip(rewards, wins):
-            stats[0].add(r, dict(frags=r, deaths=0.0, place=1.0, win=w, draw=0.0, loss=1 - w), opponents=[1])
+            stats[0].add(r, 10 * r, dict(frags=r, deaths=0.0, place=1.0, win=w, draw=0.0, loss=1 - w), opponents=[1])
         ranks.append([s.row() for s in stats])
     merged = merge_members(ranks, 2)
     assert merged[0]["reward"] == pytest.approx(3.0) and merged[0]["episodes"] == 3
+    assert merged[0]["true_objective"] == pytest.approx(30.0)  # weighted like the reward
     assert merged[0]["match"]["win"] == pytest.approx(2 / 3)
     assert merged[0]["against"] == {"1": {"matches": 3, "win": pytest.approx(2 / 3), "frags": pytest.approx(3.0)}}
-    assert merged[1]["reward"] is None and merged[1]["episodes"] == 0
+    assert merged[1]["reward"] is None and merged[1]["true_objective"] is None and merged[1]["episodes"] == 0

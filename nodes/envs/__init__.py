@@ -14,6 +14,9 @@ Every wrapper has the same small interface, used by the rollout workers and laun
                    "episode_end":  False when `done` is not the end of the game (an Atari
                                    life lost): the score keeps adding up, no reset() follows
                                    and obs is the next observation; default: done
+                   "true_objective": at an episode's last step, the game's own measure of the
+                                   episode when it is not the summed reward (tics survived,
+                                   kills); default: the episode's summed reward
         obs      None when the episode is over (the caller calls reset())
     render() -> HxWx3 uint8   optional: a frame for videos (launch.enjoy)
     close()
