@@ -46,6 +46,10 @@ class EnvConfig:
     restart_episodes: int = 5000
     buttons: list[str] = field(default_factory=list)  # replaces the scenario's buttons ([]: its .cfg's)
     doom_map: str = ""  # the map to play ("": the scenario's own, MAP01)
+    # the game's reward per tic alive and for dying (VizDoom's living_reward, death_penalty: null
+    # keeps the scenario .cfg's); part of the game reward, so of what is logged as the score
+    living_reward: Any = None
+    death_penalty: Any = None
     # A match against the engine's scripted bots (nodes/envs/doom_match.py): the env hosts a
     # deathmatch of itself and `bots` bots; an episode is one match of match_minutes, a death
     # respawns, and the score (the logged episode reward) is the agent's frags.

@@ -192,3 +192,37 @@ def test_restarted_engines_replay_the_same_episodes_for_the_same_seed(tmp_path, 
 def test_negative_restart_episodes_is_one_line():
     with pytest.raises(ConfigError, match="restart_episodes must be >= 0"):
         check_env_config(load("doom_basic", restart_episodes=-1))
+
+
+def test_health_gathering_is_sample_factorys_spec(tmp_path, monkeypatch):
+    """Four buttons and a no-op, 0.01 of game reward a tic alive and nothing at death (so the
+    score is tics survived / 100, Sample Factory's true objective), +0.04 of training reward per
+    health point gained: played at random to the end, the score is exactly 0.01 x the episode's
+    tics and the training reward exceeds it by 0.04 x the health picked up."""
+    monkeypatch.chdir(tmp_path)
+    cfg = load("doom_health_gathering")
+    assert env_spec(cfg).action_heads == (5,)
+    env = make_env(cfg, seed=2)
+    rng = np.random.default_rng(2)
+    try:
+        (_, meas) = env.reset()
+        score = shaped = gained = 0.0
+        done = False
+        while not done:
+            obs, reward, done, info = env.step(int(rng.integers(5)))
+            score += reward
+            shaped += info["train_reward"]
+            if not done:
+                gained += max(float(obs[1][0] - meas[0]), 0.0)
+                meas = obs[1]
+        tics = env.game.get_episode_time() - 1  # the engine counts from 1
+        assert env.game.is_player_dead()  # random play dies in the acid: no -100 for it
+        assert score == pytest.approx(0.01 * tics, abs=0.011)
+        assert shaped - score == pytest.approx(0.04 * gained, abs=1e-3) and gained > 0
+    finally:
+        env.close()
+
+
+def test_a_living_reward_that_is_no_number_is_one_line():
+    with pytest.raises(ConfigError, match="env.living_reward must be a number"):
+        check_env_config(load("doom_health_gathering", living_reward="lots"))

@@ -80,6 +80,10 @@ def _check_scenario(env_cfg) -> None:
     if env_cfg.restart_episodes < 0:
         raise ConfigError(f"env.restart_episodes must be >= 0 (0: never restart the engine), "
                           f"got {env_cfg.restart_episodes}")
+    for key in ("living_reward", "death_penalty"):
+        value = getattr(env_cfg, key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ConfigError(f"env.{key} must be a number (null: the scenario's own), got {value!r}")
     if env_cfg.actions not in ACTION_MODES:
         raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
 
@@ -109,6 +113,10 @@ def _game(env_cfg):
                                     if b in vzd.Button.__members__])  # check() refuses the others
     if env_cfg.doom_map:
         game.set_doom_map(env_cfg.doom_map)
+    if env_cfg.living_reward is not None:
+        game.set_living_reward(float(env_cfg.living_reward))
+    if env_cfg.death_penalty is not None:
+        game.set_death_penalty(float(env_cfg.death_penalty))
     have = set(game.get_available_game_variables())
     for name in [*env_cfg.shaping, *env_cfg.pickups]:
         var = vzd.GameVariable.__members__.get(name)
