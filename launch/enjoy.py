@@ -134,7 +134,7 @@ def main(argv) -> int:
     seats = choose_seats(cfg, opt)
     models, path, state = ([None] * len(seats), None, {}) if opt.random else load_policy(cfg, seats)
     version = int(state.get("policy_version", 0))
-    recorder, matches = None, []
+    recorder, matches, objectives = None, [], []
     if opt.video:
         from launch.video import Recorder
         name = f"enjoy_v{version}{'_random' if opt.random else ''}.mp4"
@@ -144,7 +144,8 @@ def main(argv) -> int:
     try:
         with private_workdir(cfg.run_dir, "enjoy"):  # VizDoom's files stay out of the user's directory
             scores, lengths = play(cfg, models, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
-                                   on_frame=recorder.frame if recorder else None, matches=matches)
+                                   on_frame=recorder.frame if recorder else None, matches=matches,
+                                   objectives=objectives)
     except ValueError as exc:  # e.g. an env without frames asked for a video
         refuse(one_line(exc))
     finally:
@@ -154,16 +155,18 @@ def main(argv) -> int:
         "policy": "random" if opt.random else path, "policy_version": version, "seats": seats,
         "env_frames": int(state.get("env_frames", 0)), "episodes": len(scores),
         "reward_mean": statistics.fmean(scores), "reward_std": statistics.pstdev(scores),
-        "length_mean": statistics.fmean(lengths),
+        "length_mean": statistics.fmean(lengths), "true_objective_mean": statistics.fmean(objectives),
     }
     if matches:  # VizDoom matches (env.bots): the score above is the frags
         result["match"] = {k: statistics.fmean(m[k] for m in matches) for k in matches[0]}
     if recorder:
         result.update(video=recorder.path, video_frames=recorder.frames)
     said = ""
+    if abs(result["true_objective_mean"] - result["reward_mean"]) > 1e-9:  # the env has an objective of its own
+        said += f", true objective {result['true_objective_mean']:.2f}"
     if matches:
         m = result["match"]
-        said = f", matches: frags {m['frags']:.2f} deaths {m['deaths']:.2f} place {m['place']:.2f} win {m['win']:.0%}"
+        said += f", matches: frags {m['frags']:.2f} deaths {m['deaths']:.2f} place {m['place']:.2f} win {m['win']:.0%}"
     print(f"{cfg.env.name}: {len(scores)} episodes, reward {result['reward_mean']:.2f} +- {result['reward_std']:.2f} "
           f"(unscaled), length {result['length_mean']:.1f}" + said + (f", video {recorder.path}" if recorder else ""))
     print(json.dumps(result), flush=True)

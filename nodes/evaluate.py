@@ -20,13 +20,15 @@ from nodes.envs import env_spec, make_envs
 
 def play(cfg, models, episodes: int, seed: int, greedy: bool = False,
          max_steps: int = 100_000, on_frame: Callable[[int, object], None] | None = None,
-         matches: list | None = None):
+         matches: list | None = None, objectives: list | None = None):
     """Returns (scores, lengths) of `episodes` episodes. models: the policy of each seat (one
     model, or a list with one per agent of a match: a population's members against each other);
     None plays uniformly random actions.
 
     on_frame(episode, env) is called after reset and after every step (videos render from it).
     matches: a list that receives each finished VizDoom match's result (frags, deaths, place, ...).
+    objectives: a list that receives each episode's true objective (info["true_objective"] at its
+    end, else its score: nodes.envs).
     """
     spec = env_spec(cfg.env)
     envs = make_envs(cfg.env, cfg.env.agents, lambda i: seed)  # one env, or the seats of one match
@@ -40,7 +42,7 @@ def play(cfg, models, episodes: int, seed: int, greedy: bool = False,
         for ep in range(episodes):
             obs = [e.reset() for e in envs]
             states = [torch.zeros(1, m.state_size) if m is not None else None for m in seats]
-            score, length = 0.0, 0
+            score, length, done, objective = 0.0, 0, False, 0.0
             if on_frame:
                 on_frame(ep, env)
             while length < max_steps:
@@ -53,6 +55,7 @@ def play(cfg, models, episodes: int, seed: int, greedy: bool = False,
                 if on_frame and obs[0] is not None:
                     on_frame(ep, env)
                 if done:
+                    objective = info.get("true_objective", score)
                     if matches is not None and "match" in info:
                         matches.append(info["match"])
                     if info.get("episode_end", True):
@@ -60,6 +63,8 @@ def play(cfg, models, episodes: int, seed: int, greedy: bool = False,
                     states = [None if st is None else st.zero_() for st in states]  # a lost life: as in training
             scores.append(score)
             lengths.append(length)
+            if objectives is not None:
+                objectives.append(objective if done else score)  # cut at max_steps: its score so far
     finally:
         for e in envs:
             e.close()
