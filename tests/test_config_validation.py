@@ -30,7 +30,7 @@ CASES = [
     (["nodes=2", "sync.settle_s=0"], "sync.settle_s must be > 0, got 0.0"),
     # populations (nodes/population.py, nodes/pbt.py)
     (["population.size=17"], "population.size=17 is more than the 16 envs of a rank can serve"),
-    (["population.size=2", "pbt.objective=elo"], "pbt.objective must be one of reward, win, got 'elo'"),
+    (["population.size=2", "pbt.objective=elo"], "pbt.objective must be one of reward, true_objective, win, got 'elo'"),
     (["population.size=2", "pbt.objective=win"], "pbt.objective=win ranks members by their match win rate"),
     (["population.size=2", "sampler.mode=sync"], "population.size=2 needs sampler.mode=async"),
     (["population.size=2", "population.assign=random"], "population.assign must be one of fixed, episode"),

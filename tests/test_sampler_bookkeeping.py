@@ -130,8 +130,9 @@ def test_episode_end_marks_done_zeroes_hidden_state_and_reports_unscaled_reward(
     s = int(buffers.env_slot[0])
     assert buffers.dones[s].tolist() == [False, True, False, False]
     assert buffers.env_h[0].tolist() == [0.0, 0.0] and buffers.env_h[2].tolist() == [7.0, 7.0]
-    # no match result; member 0 (no population), no opponents
-    assert ch.reports.items == [("episode", 2.0, 2, None, 0, []), ("episode", 2.0, 2, None, 0, [])]
+    # reward, length in env frames, true objective (the game reward when the env reports none),
+    # no match result, member 0 (no population), no opponents
+    assert ch.reports.items == [("episode", 2.0, 2, 2.0, None, 0, []), ("episode", 2.0, 2, 2.0, None, 0, [])]
     # the observation after the done is the reset observation of the new episode
     assert buffers.obs[s, 2, 0].item() == envs[0].n
 
