@@ -226,3 +226,32 @@ def test_health_gathering_is_sample_factorys_spec(tmp_path, monkeypatch):
 def test_a_living_reward_that_is_no_number_is_one_line():
     with pytest.raises(ConfigError, match="env.living_reward must be a number"):
         check_env_config(load("doom_health_gathering", living_reward="lots"))
+
+
+# Sample Factory 2.1.1's action space for each scenario (sf_examples/vizdoom/doom/doom_utils.py):
+# one Discrete(1 + buttons) head, or its heads; ours names heads, the sizes must be its
+SF_ACTIONS = {
+    "doom_basic": {"single": 4},  # Discrete(1 + 3)
+    "doom_defend_the_center": {"turn": 3, "attack": 2},  # doom_turn_and_attack_only
+    "doom_defend_the_line": {"turn": 3, "attack": 2},
+    "doom_my_way_home": {"turn": 3, "move": 3},  # doom_action_space_basic
+    "doom_deadly_corridor": {"turn": 3, "move": 3, "strafe": 3, "attack": 2},  # doom_action_space_extended
+    "doom_health_gathering": {"single": 5},  # Discrete(1 + 4)
+    "doom_health_gathering_supreme": {"single": 5},
+}
+
+
+@pytest.mark.parametrize("name", sorted(SF_ACTIONS))
+def test_scenarios_have_sample_factorys_action_space(name):
+    """The scenarios Sample Factory defines take its action space: the heads, their sizes, and the
+    buttons under them (a config that named a button the .cfg lacks would lose a head here)."""
+    from nodes.envs.doom import _game
+
+    cfg = load(name)
+    check_env_config(cfg)
+    if cfg.actions == "single":
+        heads = {"single": env_spec(cfg).action_heads[0]}
+    else:
+        heads = {head: len(options) for head, options in action_heads(_game(cfg).get_available_buttons())}
+    assert heads == SF_ACTIONS[name]
+    assert env_spec(cfg).action_heads == tuple(heads.values())

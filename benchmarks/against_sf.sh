@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Ours against Sample Factory 2.1.1 on one VizDoom scenario: the same layout (2 rollout workers x 8
+# envs), the same seed and frames, one after the other, each trainer with its own defaults for the
+# scenario; then the true objective of both at equal frames (launch.curves).
+#
+#   benchmarks/against_sf.sh SCENARIO SEED FRAMES OUT_DIR
+#
+# SCENARIO is our conf/env name, which is also Sample Factory's env name (doom_health_gathering,
+# doom_my_way_home, ...). SF_PYTHON (default sfvenv/bin/python) is a Python with Sample Factory
+# installed in its own venv:
+#   python -m venv sfvenv && sfvenv/bin/pip install torch==2.13.0 sample-factory==2.1.1 vizdoom==1.3.2
+# SIDES="ours sf" (default) picks which trainers run; a side whose run directory exists is not
+# run again (the curves read it as it is).
+set -euo pipefail
+if [ $# -ne 4 ]; then
+  echo "usage: $0 SCENARIO SEED FRAMES OUT_DIR" >&2
+  exit 2
+fi
+scenario=$1 seed=$2 frames=$3 out=$4
+sf_python=${SF_PYTHON:-sfvenv/bin/python}
+sides=${SIDES:-ours sf}
+cd "$(dirname "$0")/.."
+mkdir -p "$out"
+ours="$out/ours_${scenario}_s$seed"
+sf="$out/sf/sf_${scenario}_s$seed"
+
+# Sample Factory scales these scenarios' rewards by 0.01 and reports the scaled reward as the true
+# objective (it reports an unscaled one of its own only for the gathering scenarios and matches)
+case "$scenario" in
+  doom_basic|doom_deadly_corridor) sf_scale=0.01 ;;
+  *) sf_scale=1 ;;
+esac
+
+for side in $sides; do
+  case "$side" in
+    ours)
+      [ -e "$ours" ] || python -m launch.train hydra.run.dir="$ours" env="$scenario" \
+        train.max_env_frames="$frames" seed="$seed" ;;
+    sf)
+      [ -e "$sf" ] || "$sf_python" -m sf_examples.vizdoom.train_vizdoom --env="$scenario" --device=cpu \
+        --num_workers=2 --num_envs_per_worker=8 --train_for_env_steps="$frames" --seed="$seed" \
+        --experiment="sf_${scenario}_s$seed" --train_dir="$out/sf" > "$out/sf_${scenario}_s$seed.out" 2>&1 ;;
+    *) echo "SIDES: unknown side '$side' (ours, sf)" >&2; exit 2 ;;
+  esac
+done
+python -m launch.curves "$ours" "$sf" --sf-reward-scale "$sf_scale" --every 250000 --mean-from 1000000
