@@ -99,7 +99,7 @@ def test_frameskip_2_takes_half_the_tics(tmp_path, monkeypatch):
 
 def test_reward_shaping_adds_weighted_variable_changes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    cfg = load("doom_defend_the_center", shaping={"AMMO2": 0.5, "HEALTH": 0.1})
+    cfg = load("doom_defend_the_center", actions="single", shaping={"AMMO2": 0.5, "HEALTH": 0.1})
     env = make_env(cfg, seed=3)
     try:
         (_, meas) = env.reset()
