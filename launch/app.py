@@ -36,6 +36,8 @@ def resolve(cfg, run_dir: str) -> Config:
     """Composed DictConfig -> validated plain Config object (fast attribute access, picklable)."""
     OmegaConf.set_struct(cfg, False)
     cfg.run_dir = os.path.abspath(run_dir)
+    if not cfg.wandb.group:
+        cfg.wandb.group = sweep_name()  # a sweep's runs side by side in W&B
     obj: Config = OmegaConf.to_object(cfg)
     try:
         check(obj)
@@ -55,3 +57,12 @@ def write_resolved(obj: Config) -> None:
 def hydra_run_dir() -> str:
     from hydra.core.hydra_config import HydraConfig
     return HydraConfig.get().runtime.output_dir
+
+
+def sweep_name() -> str:
+    """In a Hydra multirun (-m) the sweep directory's name, which every job of the sweep shares; else ""."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return ""
+    return os.path.basename(os.path.normpath(HydraConfig.get().sweep.dir))

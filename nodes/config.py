@@ -295,6 +295,21 @@ class LauncherConfig:
 
 
 @dataclass
+class WandbConfig:
+    """Weights & Biases (logger=[tensorboard,wandb]): the writer rank logs the scalars TensorBoard gets
+    (x axis: env_frames), the resolved config and summary.json to one W&B run per run directory; a
+    relaunch of the run resumes that W&B run (its id is kept in run_dir/wandb/run_id)."""
+
+    project: str = "distrl"
+    entity: str = ""  # "": the API key's default entity
+    # online | offline (written under run_dir/wandb/; `wandb sync` it later) | disabled | "" (W&B's
+    # own choice: the WANDB_MODE environment variable, else online)
+    mode: str = ""
+    group: str = ""  # "": in a Hydra multirun the sweep's directory name (its runs side by side), else none
+    tags: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Config:
     env: EnvConfig = field(default_factory=EnvConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
@@ -306,6 +321,9 @@ class Config:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     population: PopulationConfig = field(default_factory=PopulationConfig)
     pbt: PbtConfig = field(default_factory=PbtConfig)
+    # where the writer rank sends scalars: tensorboard (run_dir/tb) and/or wandb (see WandbConfig)
+    logger: list[str] = field(default_factory=lambda: ["tensorboard"])
+    wandb: WandbConfig = field(default_factory=WandbConfig)
     seed: int = 0  # env, sampling and initialisation seeds all derive from it (nodes.seeds)
     nodes: int = 1  # >1: one full Sample Factory node per process or machine (sync/)
     run_dir: str | None = None  # filled in by the launcher (Hydra's output dir)

@@ -1,10 +1,11 @@
 """RunRecord: what a run leaves in its directory, written by the writer rank (rank 0).
 
-Checkpoints (nodes.checkpoint: atomic, fsync'd), `summary.json`, TensorBoard, `pbt.jsonl` (one
-PBT replacement a line) and the population's part of the status line. A checkpoint during
-training is written off the lockstep: the loop takes a CPU copy of the run state (a memory copy)
-and a thread writes it (torch.save + fsync), so at scale on a shared filesystem no rank waits for
-the write; the next checkpoint, and the final one, wait for the one before.
+Checkpoints (nodes.checkpoint: atomic, fsync'd), `summary.json`, the scalars (TensorBoard, W&B:
+`logger`), `pbt.jsonl` (one PBT replacement a line) and the population's part of the status line.
+A checkpoint during training is written off the lockstep: the loop takes a CPU copy of the run
+state (a memory copy) and a thread writes it (torch.save + fsync), so at scale on a shared
+filesystem no rank waits for the write; the next checkpoint, and the final one, wait for the one
+before.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import threading
 import torch
 
 from nodes import checkpoint as ckpt
-from nodes.stats import TensorBoard
+from nodes.stats import Scalars
 
 log = logging.getLogger("nodes")
 
@@ -32,23 +33,35 @@ def to_cpu(obj):
     return obj
 
 
+def open_loggers(cfg) -> list:
+    """A writer per logger the run names: TensorBoard's (run_dir/tb), W&B's (nodes.wandb_log)."""
+    writers = []
+    if "tensorboard" in cfg.logger:
+        from torch.utils.tensorboard import SummaryWriter
+        writers.append(SummaryWriter(log_dir=os.path.join(cfg.run_dir, "tb")))
+    if "wandb" in cfg.logger:
+        from nodes.wandb_log import WandbWriter
+        writers.append(WandbWriter(cfg))
+    return writers
+
+
 class RunRecord:
     def __init__(self, cfg, is_writer: bool):
         self.cfg, self.run_dir = cfg, cfg.run_dir
         self.is_writer = False
-        self.tb: TensorBoard | None = None
+        self.scalars: Scalars | None = None
         self._writing: threading.Thread | None = None
         self._write_error: BaseException | None = None
         self.writer(is_writer)
 
     def writer(self, is_writer: bool) -> None:
-        """This rank writes (or no longer does: elastic, rank 0 changed): TensorBoard follows."""
+        """This rank writes (or no longer does: elastic, rank 0 changed): the loggers follow."""
         self.is_writer = is_writer
-        if is_writer and self.tb is None:
-            self.tb = TensorBoard(os.path.join(self.run_dir, "tb"))
-        elif not is_writer and self.tb is not None:
-            self.tb.close()
-            self.tb = None
+        if is_writer and self.scalars is None:
+            self.scalars = Scalars(open_loggers(self.cfg))
+        elif not is_writer and self.scalars is not None:
+            self.scalars.close()
+            self.scalars = None
 
     # ------------------------------------------------------------------ checkpoints
     def restore(self, state, episodes_here: bool) -> str | None:
@@ -101,18 +114,18 @@ class RunRecord:
     def iteration(self, stats, train: dict, ranks, members, member_trains: list[dict], events: list[dict]) -> None:
         """An iteration's TensorBoard scalars (`ranks`: the rows when they were gathered after it, else
         None) and its PBT replacements in pbt.jsonl."""
-        if self.tb:
-            self.tb.write(stats, train, ranks)
+        if self.scalars:
+            self.scalars.write(stats, train, ranks)
             if members.tracked:
-                self.tb.write_members(stats.env_frames, member_trains, members, ranks is not None)
+                self.scalars.write_members(stats.env_frames, member_trains, members, ranks is not None)
         if events and self.is_writer:
             with open(os.path.join(self.run_dir, "pbt.jsonl"), "a") as f:
                 for e in events:
                     f.write(json.dumps(e) + "\n")
 
     def membership(self, frames: int, world_size: int, changes: int) -> None:
-        if self.tb:
-            self.tb.write_membership(frames, world_size, changes)
+        if self.scalars:
+            self.scalars.write_membership(frames, world_size, changes)
 
     def summary(self, summary: dict) -> None:
         """run_dir/summary.json, atomically."""
@@ -122,11 +135,13 @@ class RunRecord:
         with open(path + ".tmp", "w") as f:
             json.dump(summary, f, indent=2)
         os.replace(path + ".tmp", path)
+        if self.scalars:
+            self.scalars.summary(summary)
 
     def close(self) -> None:
-        if self.tb:
-            self.tb.close()
-            self.tb = None
+        if self.scalars:
+            self.scalars.close()
+            self.scalars = None
 
 
 def members_line(members, objective: str) -> str:

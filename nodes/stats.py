@@ -1,5 +1,5 @@
 """Run statistics of one node (`RunStats`), what each rank reports every iteration (`RankRow`),
-the per-rank accounting over a launch (`RankStats`), and TensorBoard output."""
+the per-rank accounting over a launch (`RankStats`), and the scalars for TensorBoard and W&B."""
 from __future__ import annotations
 
 import collections
@@ -185,24 +185,35 @@ class RunStats:
         return line
 
 
-class TensorBoard:
-    """Scalars for TensorBoard; created only on the node that writes logs."""
+class Scalars:
+    """The run's scalars, to each logger the run names (`logger`: TensorBoard's SummaryWriter,
+    nodes.wandb_log.WandbWriter; both take add_scalar(tag, value, step)); created only on the node
+    that writes logs."""
 
-    def __init__(self, log_dir: str):
-        from torch.utils.tensorboard import SummaryWriter
-        self.writer = SummaryWriter(log_dir=log_dir)
+    def __init__(self, writers: list):
+        self.writers = writers
+
+    def add_scalar(self, tag: str, value: float, step: int) -> None:
+        for writer in self.writers:
+            writer.add_scalar(tag, value, step)
+
+    def summary(self, summary: dict) -> None:
+        """summary.json's figures, to the loggers that keep a run summary (W&B)."""
+        for writer in self.writers:
+            if hasattr(writer, "summary"):
+                writer.summary(summary)
 
     def write_membership(self, frames: int, world_size: int, changes: int) -> None:
         """Elastic: the world's size and the count of changes so far, at each change."""
-        self.writer.add_scalar("membership/world_size", world_size, frames)
-        self.writer.add_scalar("membership/changes", changes, frames)
+        self.add_scalar("membership/world_size", world_size, frames)
+        self.add_scalar("membership/changes", changes, frames)
 
     def write(self, stats: RunStats, train: dict[str, float], ranks: RankStats | None = None) -> None:
         """ranks: when this iteration gathered every rank's row (the merged reward, each rank's
         samples and all-reduce seconds per iteration since the gather before); None between
         gathers, when the episode scalars wait for the next one rather than repeat stale rows."""
         step = stats.env_frames
-        w = self.writer
+        w = self
         w.add_scalar("perf/fps", stats.fps(), step)
         w.add_scalar("perf/sync_s", train.get("sync_s", 0.0), step)
         for k in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "ratio_dev",
@@ -231,19 +242,19 @@ class TensorBoard:
         for p, train in enumerate(trains):
             if train.get("global_samples"):
                 for k in ("loss", "entropy", "policy_lag_mean"):
-                    self.writer.add_scalar(f"member{p}/{k}", train[k], step)
+                    self.add_scalar(f"member{p}/{k}", train[k], step)
         if not gathered:
             return
         for p, (m, h) in enumerate(zip(members.merged, members.hypers)):
             self._member(step, p, m, h, members.pbt.shaping_names)
         if members.pbt.enabled:
-            self.writer.add_scalar("pbt/replacements", len(members.pbt.events), step)
+            self.add_scalar("pbt/replacements", len(members.pbt.events), step)
         if members.snapshots:
-            self.writer.add_scalar("selfplay/snapshots_taken", members.snapshots_taken, step)
+            self.add_scalar("selfplay/snapshots_taken", members.snapshots_taken, step)
 
     def _member(self, step: int, p: int, merged: dict, hyper, shaping_names: list[str]) -> None:
         """Member p's figures over all ranks and its hyper-parameters."""
-        w = self.writer
+        w = self
         for key in ("reward", "true_objective"):
             if merged[key] is not None:
                 w.add_scalar(f"member{p}/{key}", merged[key], step)
@@ -255,4 +266,5 @@ class TensorBoard:
             w.add_scalar(f"member{p}/{name}", weight, step)
 
     def close(self) -> None:
-        self.writer.close()
+        for writer in self.writers:
+            writer.close()

@@ -14,13 +14,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nodes.errors import need
+from nodes.errors import ConfigError, need, one_line
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
 ASSIGNMENTS = ("fixed", "episode")
 PBT_OBJECTIVES = ("reward", "true_objective", "win")
 PBT_MUTABLE = ("lr", "entropy_coeff", "shaping")
 EXPLORATION_LOSSES = ("entropy", "symmetric_kl")
+LOGGERS = ("tensorboard", "wandb")
+WANDB_MODES = ("", "online", "offline", "disabled")
 
 
 def validate(cfg: Any) -> None:
@@ -110,6 +112,7 @@ def validate(cfg: Any) -> None:
     need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
     need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
     _validate_population(cfg)
+    _validate_loggers(cfg)
     # Whether CUDA is there is checked where each rank starts (nodes.placement), not here: this
     # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
 
@@ -137,6 +140,22 @@ def _validate_population(cfg: Any) -> None:
     need(b.perturb > 1, f"pbt.perturb must be > 1 (a factor up or down), got {b.perturb}")
     bad = [m for m in b.mutate if m not in PBT_MUTABLE]
     need(not bad, f"pbt.mutate: each must be one of {', '.join(PBT_MUTABLE)}, got {bad}")
+
+
+def _validate_loggers(cfg: Any) -> None:
+    bad = [name for name in cfg.logger if name not in LOGGERS]
+    need(not bad, f"logger: each must be one of {', '.join(LOGGERS)}, got {bad}")
+    need(len(set(cfg.logger)) == len(cfg.logger), f"logger: each at most once, got {list(cfg.logger)}")
+    if "wandb" not in cfg.logger:
+        return
+    need(cfg.wandb.mode in WANDB_MODES, f"wandb.mode must be one of online, offline, disabled or '' (W&B's own "
+         f"choice: WANDB_MODE, else online), got '{cfg.wandb.mode}'")
+    need(bool(cfg.wandb.project), "wandb.project must not be empty")
+    try:
+        import wandb  # noqa: F401 - the check is that it imports
+    except Exception as exc:  # noqa: BLE001 - any failure to import is the same answer to the user
+        raise ConfigError(f"logger=[...,wandb] needs the wandb package, which does not import here "
+                          f"({one_line(exc)}): pip install wandb") from None
 
 
 def _validate_snapshots(p: Any, e: Any) -> None:
