@@ -2,6 +2,7 @@
 
     python -m launch.curves RUN_DIR [RUN_DIR ...] [--threshold 70] [--every 100000]
                             [--sf-reward-scale 0.01] [--mean-from 1000000] [--metric reward]
+                            [--plot curves.png] [--title TEXT]
 
 Each RUN_DIR is one of ours (its tb/ and train.log) or a Sample Factory 2 experiment directory
 (<train_dir>/<experiment>: its .summary/0 TensorBoard file and sf_log.txt), told apart by what is
@@ -15,6 +16,7 @@ its own, and for runs logged before it existed), Sample Factory's `policy_stats/
 its env reports an objective of its own, e.g. the gathering scenarios). Time counts from the
 first line of the run's log (the launch), so start-up is included for both. Prints one table row
 per frame mark and a JSON line with the same figures.
+--plot FILE draws the curves (against frames and against time since launch; launch.plots).
 --mean-from F adds each run's mean reward over frames F to the last mark every run reached (the
 curve read every WINDOW_STEP frames, so both trainers weigh frames alike whatever their logging
 cadence): a 100-episode mean at one mark swings by a couple of kills on defend_the_line, a window
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+DEFAULT_THRESHOLD = 70.0  # doom_basic's: the score the time-to-score comparisons were made on
 WINDOW_STEP = 10_000  # frames between the readings of --mean-from's window
 STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
@@ -111,13 +114,17 @@ def load(run: Path, sf_scale: float, metric: str = "reward") -> Curve:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m launch.curves", description=__doc__.split("\n\n")[0])
     p.add_argument("runs", nargs="+", type=Path)
-    p.add_argument("--threshold", type=float, default=70.0, help="the score whose first arrival is timed")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="the score whose first arrival is timed (70 when not given; drawn in --plot when given)")
     p.add_argument("--every", type=int, default=100_000, help="frame marks of the table")
     p.add_argument("--sf-reward-scale", type=float, default=1.0, help="Sample Factory's reward scaling of the env")
     p.add_argument("--metric", choices=sorted(TAGS), default="true_objective",
                    help="what is compared: the true objective (default) or the logged reward")
     p.add_argument("--mean-from", type=int, default=None,
                    help="also print each run's mean reward from these frames to the last common frame")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="also draw the curves into FILE (.png, .svg, .pdf; needs matplotlib)")
+    p.add_argument("--title", default="", help="the plot's title")
     return p
 
 
@@ -150,10 +157,15 @@ def _run_result(c: Curve, a: argparse.Namespace, marks: list[int], last: int) ->
 def main(argv: list[str] | None = None) -> dict:
     p = _parser()
     a = p.parse_args(argv)
+    drawn_threshold = a.threshold
+    if a.threshold is None:
+        a.threshold = DEFAULT_THRESHOLD
     if a.every <= 0 or a.sf_reward_scale <= 0:
         p.error("--every and --sf-reward-scale must be positive")
     if a.mean_from is not None and a.mean_from < 0:
         p.error("--mean-from must be >= 0")
+    if a.plot is not None:
+        _check_plot(p, a.plot)
     curves = [load(r, a.sf_reward_scale, a.metric) for r in a.runs]
     last = min(c.frames[-1] for c in curves if c.frames) if all(c.frames for c in curves) else 0
     marks = list(range(a.every, last + 1, a.every))
@@ -167,7 +179,23 @@ def main(argv: list[str] | None = None) -> dict:
         said, out["runs"][c.name] = _run_result(c, a, marks, last)
         print(f"{c.name}: {said}")
     print(json.dumps(out))
+    if a.plot is not None:
+        from launch.plots import plot_curves
+        plot_curves(curves, a.plot, a.metric, drawn_threshold, a.title)
+        print(f"plot: {a.plot}")
     return out
+
+
+def _check_plot(p: argparse.ArgumentParser, path: str) -> None:
+    """Before any run is read: matplotlib is there, the file type is one it writes, the folder exists."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        p.error("--plot needs matplotlib: pip install matplotlib (or pip install -e .[plot])")
+    if Path(path).suffix.lower() not in (".png", ".svg", ".pdf"):
+        p.error(f"--plot {path}: the file must end in .png, .svg or .pdf")
+    if not Path(path).resolve().parent.is_dir():
+        p.error(f"--plot {path}: folder {Path(path).resolve().parent} does not exist")
 
 
 if __name__ == "__main__":

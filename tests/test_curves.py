@@ -104,3 +104,25 @@ def test_the_true_objective_is_compared_by_default_and_the_reward_on_request(tmp
     write_ours(tmp_path / "before", points)  # logged before the true objective: its reward stands for it
     assert curves.main([str(tmp_path / "before"), "--every", "200000"])["runs"]["before"]["reward_at_marks"] == [
         10.0, 20.0, 20.0]
+
+
+def test_plot_draws_both_runs_into_an_image_file(runs, tmp_path):
+    """--plot writes a real PNG (matplotlib's Agg) whose pixels hold both runs' lines: the figure is
+    not blank, and leaving a run out changes it."""
+    import numpy as np
+    from matplotlib.image import imread
+
+    both, one = tmp_path / "both.png", tmp_path / "one.png"
+    curves.main([str(r) for r in runs] + ["--metric", "reward", "--sf-reward-scale", "0.01", "--plot", str(both),
+                                          "--threshold", "70", "--title", "ours vs SF"])
+    curves.main([str(runs[0]), "--metric", "reward", "--plot", str(one), "--threshold", "70", "--title", "ours vs SF"])
+    a, b = imread(both), imread(one)
+    assert a.shape == b.shape and a.shape[0] > 300 and a.shape[1] > 800
+    assert a[..., :3].std() > 0.05  # lines and axes, not a blank page
+    assert not np.array_equal(a, b)  # the second run's line is drawn
+
+
+def test_plot_refuses_a_file_type_it_cannot_write_before_reading_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        curves.main([str(tmp_path / "nowhere"), "--plot", str(tmp_path / "curves.bmp")])
+    assert exc.value.code == 2 and "must end in .png, .svg or .pdf" in capsys.readouterr().err
