@@ -1,6 +1,7 @@
 """`python -m launch.enjoy run_dir=PATH [enjoy.episodes=10] [enjoy.video=true] ...`: watch a run.
 
-Loads the run's resolved config.yaml and its latest checkpoint, plays enjoy.episodes episodes in
+Loads the run's resolved config.yaml and its latest checkpoint (enjoy.checkpoint=best: the best
+round of evaluation during training, or a checkpoint file), plays enjoy.episodes episodes in
 this process and prints the mean and std of the unscaled game score; the last stdout line is the
 same as JSON. With enjoy.video=true the first episode is written as an mp4 (H.264 via PyAV) to
 enjoy.video_path (default RUN_DIR/videos/enjoy_v<policy version>.mp4). enjoy.random=true plays
@@ -31,6 +32,8 @@ from nodes.errors import ConfigError, one_line
 @dataclass
 class EnjoyOptions:
     episodes: int = 10
+    # latest | best (the best round of evaluation during training: eval.every_frames) | a checkpoint file
+    checkpoint: str = "latest"
     greedy: bool = False  # argmax per head instead of sampling (sampling is what was trained)
     random: bool = False  # uniformly random actions, no checkpoint needed
     video: bool = False
@@ -56,8 +59,8 @@ class EnjoyArgs:
 
 
 ENGINE_FPS = {"doom": 35.0, "atari": 60.0, "dmlab": 60.0}  # engine frames per second, by env family
-OPTIONS = ("run_dir, enjoy.episodes, enjoy.greedy, enjoy.random, enjoy.video, enjoy.video_path, enjoy.fps, "
-           "enjoy.seed, enjoy.max_steps, enjoy.agents, enjoy.bots, enjoy.policy, enjoy.seats")
+OPTIONS = ("run_dir, enjoy.episodes, enjoy.checkpoint, enjoy.greedy, enjoy.random, enjoy.video, enjoy.video_path, "
+           "enjoy.fps, enjoy.seed, enjoy.max_steps, enjoy.agents, enjoy.bots, enjoy.policy, enjoy.seats")
 
 register("enjoy", EnjoyArgs)
 
@@ -82,15 +85,29 @@ def parse(argv) -> EnjoyArgs:
     return args
 
 
-def load_policy(cfg, members=(0,)):
+def checkpoint_path(cfg, which: str) -> str:
+    """The checkpoint enjoy.checkpoint names: the run's latest, its best evaluated one, or a file."""
+    from nodes import checkpoint as ckpt
+    from nodes.evaluation import best_path
+    if which == "latest":
+        path = ckpt.latest(cfg.run_dir)
+        if path is None:
+            refuse(f"no checkpoint in {ckpt.checkpoint_dir(cfg.run_dir)} (train first, or pass enjoy.random=true)")
+        return path
+    path = best_path(cfg.run_dir) if which == "best" else which
+    if not os.path.isfile(path):
+        refuse(f"enjoy.checkpoint={which}: no file {path}" + (" (the run evaluated nothing: eval.every_frames)"
+                                                                if which == "best" else ""))
+    return path
+
+
+def load_policy(cfg, members=(0,), which: str = "latest"):
     """([a model per entry of `members`], checkpoint path, the member's checkpoint state) from the
-    run's latest checkpoint; a population's checkpoint holds every member's."""
+    checkpoint enjoy.checkpoint names; a population's checkpoint holds every member's."""
     from nodes import checkpoint as ckpt
     from nodes.envs import env_spec
     from nodes.models import ActorCritic
-    path = ckpt.latest(cfg.run_dir)
-    if path is None:
-        refuse(f"no checkpoint in {ckpt.checkpoint_dir(cfg.run_dir)} (train first, or pass enjoy.random=true)")
+    path = checkpoint_path(cfg, which)
     models = []
     try:
         state = ckpt.load(path)
@@ -132,7 +149,7 @@ def main(argv) -> int:
     cfg = load_config(args.run_dir)
     opt = args.enjoy
     seats = choose_seats(cfg, opt)
-    models, path, state = ([None] * len(seats), None, {}) if opt.random else load_policy(cfg, seats)
+    models, path, state = ([None] * len(seats), None, {}) if opt.random else load_policy(cfg, seats, opt.checkpoint)
     version = int(state.get("policy_version", 0))
     recorder, matches, objectives = None, [], []
     if opt.video:

@@ -14,7 +14,7 @@ import torch
 
 from nodes.errors import CheckpointError, one_line
 
-__all__ = ["CheckpointError", "checkpoint_dir", "latest", "list_checkpoints", "load", "save"]
+__all__ = ["CheckpointError", "checkpoint_dir", "latest", "list_checkpoints", "load", "save", "save_as"]
 
 FORMAT = "distrl-checkpoint-v1"
 _NAME = re.compile(r"checkpoint_(\d{9})\.pt$")
@@ -27,8 +27,18 @@ def checkpoint_dir(run_dir: str) -> str:
 def save(run_dir: str, state: dict, keep: int) -> str:
     d = checkpoint_dir(run_dir)
     os.makedirs(d, exist_ok=True)
+    final = save_as(os.path.join(d, f"checkpoint_{int(state['policy_version']):09d}.pt"), state)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        os.remove(old)
+    return final
+
+
+def save_as(final: str, state: dict) -> str:
+    """`state` as the checkpoint file `final`, atomically (a file that is not checkpoint_<version>.pt,
+    such as the best evaluated one, is neither the latest nor ever removed)."""
+    d = os.path.dirname(final)
+    os.makedirs(d, exist_ok=True)
     state = dict(state, format=FORMAT)
-    final = os.path.join(d, f"checkpoint_{int(state['policy_version']):09d}.pt")
     tmp = final + f".tmp{os.getpid()}"
     with open(tmp, "wb") as f:
         torch.save(state, f)
@@ -40,8 +50,6 @@ def save(run_dir: str, state: dict, keep: int) -> str:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    for old in list_checkpoints(run_dir)[:-keep]:
-        os.remove(old)
     return final
 
 

@@ -295,6 +295,16 @@ class LauncherConfig:
 
 
 @dataclass
+class EvalConfig:
+    """Evaluation during training (nodes/evaluation.py): the writer rank's evaluator process plays the
+    current policy on envs of its own while training goes on."""
+
+    every_frames: int = 0  # a round every this many env frames; 0: off
+    episodes: int = 10  # per round (and per population member)
+    greedy: bool = False  # argmax per head instead of sampling (sampling is what was trained)
+
+
+@dataclass
 class WandbConfig:
     """Weights & Biases (logger=[tensorboard,wandb]): the writer rank logs the scalars TensorBoard gets
     (x axis: env_frames), the resolved config and summary.json to one W&B run per run directory; a
@@ -321,6 +331,7 @@ class Config:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     population: PopulationConfig = field(default_factory=PopulationConfig)
     pbt: PbtConfig = field(default_factory=PbtConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     # where the writer rank sends scalars: tensorboard (run_dir/tb) and/or wandb (see WandbConfig)
     logger: list[str] = field(default_factory=lambda: ["tensorboard"])
     wandb: WandbConfig = field(default_factory=WandbConfig)

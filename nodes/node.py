@@ -33,13 +33,14 @@ import torch
 from nodes.config import slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
+from nodes.evaluation import Evaluation
 from nodes.members import Members
 from nodes.membership import Membership
 from nodes.models import deterministic_kernels
 from nodes.peers import Peers, Solo
 from nodes.placement import Placement, apply, here, use_device
 from nodes.profile import LEARNER
-from nodes.run_record import RunRecord, members_line
+from nodes.run_record import RunRecord, members_line, to_cpu
 from nodes.run_state import RunState
 from nodes.sampler import Sampler
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
@@ -95,6 +96,7 @@ class Node:
                                self.placement.worker_cores)
         self.record = RunRecord(cfg, self.peers.is_writer if is_writer is None else is_writer)
         self.membership = Membership(cfg, self.peers, self.state, self.record, self._on_world, self._on_state)
+        self.evaluation = Evaluation(cfg, lambda: self.sampler.pool.janitor.pid)
         self.ranks = RankStats()
         self.totals = LaunchTotals()
         self.resumed_from: str | None = None
@@ -111,6 +113,8 @@ class Node:
         lowest node id left); per-rank rows are by rank, and the ranks changed."""
         self.rank, self.world = self.peers.rank, self.peers.world_size
         self.record.writer(self.peers.is_writer if self._writer_forced is None else self._writer_forced)
+        if not self.record.is_writer:
+            self.evaluation.close()  # the new writer evaluates, from eval.jsonl on
         self.ranks, self.totals.since_gather = RankStats(), 0
 
     def _on_state(self, newer: bool) -> None:
@@ -207,6 +211,9 @@ class Node:
             self.record.iteration(self.stats, train, self.ranks if gathered else None, self.members, self.trains,
                                   self.events)
             self.events = []
+            if self.evaluation.enabled and self.record.is_writer:
+                self.evaluation.step(self.stats.env_frames, self.members.learners[0].version,
+                                     lambda: to_cpu(self._checkpoint_state()), self.record)
             now = time.time()
             if (now >= next_status or stop) and self.record.is_writer:  # the last gets its line too
                 next_status = now + t.status_every_s
@@ -250,6 +257,9 @@ class Node:
         """Stop the processes, write the final checkpoint (not after a failure: no final collective)
         and the summary; returns (summary, outcome, error), a failed checkpoint being the error."""
         self.train_seconds = self.stats.seconds
+        if outcome == "finished" and self.record.is_writer:
+            self.evaluation.finish(self.record, self.cfg.sync.timeout_s)  # the round in flight, logged
+        self.evaluation.close()
         self.sampler.stop()
         if outcome != "failed" or (self.members.learners[0].version > 0 and self.world == 1):
             try:

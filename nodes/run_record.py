@@ -123,6 +123,19 @@ class RunRecord:
                 for e in events:
                     f.write(json.dumps(e) + "\n")
 
+    def eval_round(self, entry: dict) -> None:
+        """A finished evaluation round (nodes.evaluation) under eval/*, at the frames it was taken:
+        the best member's figures, and each member's under eval/member<p>/ in a population."""
+        if not self.scalars:
+            return
+        step, members = entry["env_frames"], entry["members"]
+        keys = ("true_objective", "reward", "length", "true_objective_std")
+        for key in keys:
+            self.scalars.add_scalar(f"eval/{key}", members[entry["member"]][key], step)
+        for p, figures in enumerate(members if len(members) > 1 else ()):
+            for key in keys:
+                self.scalars.add_scalar(f"eval/member{p}/{key}", figures[key], step)
+
     def membership(self, frames: int, world_size: int, changes: int) -> None:
         if self.scalars:
             self.scalars.write_membership(frames, world_size, changes)

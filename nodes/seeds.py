@@ -36,6 +36,8 @@ ASSIGN = 8
 # (PBT step): a PBT step's draws (which top member a replaced one copies, what mutates); the same
 # on every rank, so every rank takes the same decision (nodes/pbt.py)
 PBT = 9
+# (evaluation round, member): the eval envs of one round of evaluation during training (nodes/evaluation.py)
+EVAL = 10
 
 
 def derive(seed: int, stream: int, *place: int) -> int:

@@ -64,6 +64,8 @@ def run_summary(node, outcome: str, collective: bool = True) -> dict:
         samples_per_rank=[int(x) for x in node.ranks.samples],
         sync_share_per_rank=node.ranks.sync_shares(),
     )
+    if node.evaluation.enabled:  # rounds, the last and the best (eval.jsonl has every round)
+        summary.update(eval=node.evaluation.summary())
     if node.peers.elastic:  # each change of the world this rank saw (the writer's: from its start on)
         summary.update(membership=node.membership.changes, node=node.peers.node)
     m = node.members

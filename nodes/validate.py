@@ -113,6 +113,8 @@ def validate(cfg: Any) -> None:
     need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
     _validate_population(cfg)
     _validate_loggers(cfg)
+    need(cfg.eval.every_frames >= 0, f"eval.every_frames must be >= 0 (0: no evaluation), got {cfg.eval.every_frames}")
+    need(cfg.eval.episodes >= 1, f"eval.episodes must be >= 1, got {cfg.eval.episodes}")
     # Whether CUDA is there is checked where each rank starts (nodes.placement), not here: this
     # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
 
