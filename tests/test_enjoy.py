@@ -14,8 +14,9 @@ def basic_run(tmp_path_factory):
     run = str(tmp_path_factory.mktemp("enjoy") / "run")
     # 120k frames at lr 5e-4 (~70 s on a quiet 2-core machine): enjoy's mean score was -3 and +7 over
     # 30 episodes (seeds 0 and 1) against about -180 for random play; lr 3e-4 needed 200k frames.
+    # and evaluates during training (eval.every_frames): VizDoom in the evaluator process
     train(run, "env=doom_basic", "sampler.batch_size=512", "algo.lr=5e-4", "train.max_env_frames=120000",
-          timeout=600)
+          "eval.every_frames=50000", "eval.episodes=3", timeout=600)
     assert summary(run)["env_frames"] >= 120_000
     return run
 
@@ -64,3 +65,15 @@ def test_bad_input_is_one_line(basic_run, tmp_path):
                          (("enjoy.episodes=3",), "run_dir=PATH is required")]:
         proc = run_module("launch.enjoy", *args, check=False)
         assert proc.returncode == 2 and expect in one_error_line(proc), proc.stderr
+
+
+def test_the_run_evaluated_on_vizdoom_during_training(basic_run):
+    """Two rounds (50k, 100k frames) of 3 doom_basic episodes each, played by the evaluator
+    process on its own engines; its working directory (VizDoom's files) is gone after the run."""
+    import os
+    rounds = [json.loads(line) for line in open(os.path.join(basic_run, "eval.jsonl"))]
+    assert [r["round"] for r in rounds] == [0, 1] and rounds[0]["env_frames"] >= 50_000
+    assert all(-400 < r["score"] < 100 and r["members"][0]["length"] > 0 for r in rounds)  # doom_basic's range
+    assert summary(basic_run)["eval"]["rounds"] == 2
+    assert os.path.isfile(os.path.join(basic_run, "checkpoints", "best.pt"))
+    assert not [d for d in os.listdir(os.path.join(basic_run, ".workers")) if d.startswith("evaluator")]
