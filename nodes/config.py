@@ -24,19 +24,19 @@ class EnvConfig:
     id: str = "basic.cfg"
     frameskip: int = 4  # engine frames per agent step (env_frames count these)
     width: int = 128  # observation size fed to the model (VizDoom renders 160x120 and is resized)
-    height: int = 72
+    height: int = 72  # the model's input height
     reward_scale: float = 0.01  # training reward = game reward x this; logged rewards stay unscaled
     episode_timeout: int = 0  # VizDoom tics; 0 keeps the scenario's own
-    # pixel preprocessing (Atari: 84x84 grayscale, 4 stacked frames)
-    grayscale: bool = False
-    frame_stack: int = 1
-    # Atari-style episode handling
+    # pixel preprocessing (Atari: 84x84 grayscale, 4 stacked frames):
+    grayscale: bool = False  # one luminance channel instead of RGB
+    frame_stack: int = 1  # the last this many frames stacked as the observation
+    # Atari-style episode handling:
     noop_max: int = 0  # up to this many no-ops after reset (random start states)
     episodic_life: bool = False  # a lost life ends the trajectory for training; the score runs on
     clip_rewards: bool = False  # train on sign(reward); the logged score stays the game's
-    # DeepMind Lab
+    # DeepMind Lab:
     level_cache_dir: str = ""  # generated level layouts are cached here ("" = ~/.cache/distrl/dmlab)
-    # VizDoom
+    # VizDoom:
     actions: str = "single"  # single: no-op + one button per action | heads: one discrete head per button group
     measurements: bool = True  # game variables (health, ammo, ...) beside the pixels (used by model=full)
     shaping: dict[str, float] = field(default_factory=dict)  # game variable -> training reward per unit of change
@@ -49,20 +49,20 @@ class EnvConfig:
     # the game's reward per tic alive and for dying (VizDoom's living_reward, death_penalty: null
     # keeps the scenario .cfg's); part of the game reward, so of what is logged as the score
     living_reward: Any = None
-    death_penalty: Any = None
+    death_penalty: Any = None  # subtracted from the game reward at death (VizDoom's death_penalty)
     # A match against the engine's scripted bots (nodes/envs/doom_match.py): the env hosts a
     # deathmatch of itself and `bots` bots; an episode is one match of match_minutes, a death
     # respawns, and the score (the logged episode reward) is the agent's frags.
     bots: int = 0  # 0: the single-player game
     bot_skill: str = "mixed"  # easy | medium | hard | mixed: which of bots.cfg's bots join (by their skill)
-    match_minutes: float = 4.0
+    match_minutes: float = 4.0  # the length of one match (one episode)
     max_players: int = 0  # players the map takes (0: its deathmatch starts, at most the engine's 16)
     # A match between learning agents (nodes/envs/doom_agents.py): `agents` > 1 players, one engine
     # each in a subprocess, stepped in lock-step; each agent is an env slot of its own, so a match
     # fills `agents` consecutive slots of one env group. A match whose engines die or stop answering
     # for match_timeout_s is restarted (and counted).
     agents: int = 1
-    match_timeout_s: float = 20.0
+    match_timeout_s: float = 20.0  # a match whose engines do not answer this long is restarted
 
 
 @dataclass
@@ -76,7 +76,7 @@ class SamplerConfig:
     # rollout worker processes, each pinned to a core; auto: every core of this rank's share left
     # after the learner and the policy workers (nodes.placement)
     num_workers: Any = 2
-    envs_per_worker: int = 8
+    envs_per_worker: int = 8  # envs each rollout worker steps (two groups of half when double_buffered)
     double_buffered: bool = True  # two env groups per worker alternate between stepping and inference
     num_policy_workers: int = 1  # batched-inference processes
     policy_device: str = ""  # where the policy workers run: cpu | cuda | cuda:N; "" = train.device
@@ -93,32 +93,32 @@ class SamplerConfig:
 class ModelConfig:
     name: str = "simplified"  # the conf/model/ option
     encoder: str = "auto"  # auto: conv for image observations, mlp for vectors | conv | impala | mlp
-    fc_size: int = 512
+    fc_size: int = 512  # width of the fully connected layers after the encoder
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
     # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)
     fc_layers: int = 1
     core: str = "gru"  # gru | lstm | none
-    hidden_size: int = 512
+    hidden_size: int = 512  # the recurrent core's state size
     measurements: bool = False  # feed the env's measurements (game variables) through an MLP
 
 
 @dataclass
 class AlgoConfig:
     name: str = "appo"  # asynchronous PPO: PPO clipping + GAE, or V-trace targets (algo.vtrace)
-    lr: float = 1e-4
-    gamma: float = 0.99
+    lr: float = 1e-4  # Adam's learning rate
+    gamma: float = 0.99  # discount factor
     # V-trace targets (the Sample Factory paper's APPO); off: GAE (gae_lambda) on the behaviour
     # values, as Sample Factory 2 runs VizDoom. GAE by default: with the policy lag near 1.5 and
     # PPO's clipping it learns more per frame than V-trace on defend_the_center, as much on
     # doom_basic and defend_the_line (README "Measured here"; docs/changelog.md). A node with a much
     # larger policy lag may want V-trace
     vtrace: bool = False
-    vtrace_rho: float = 1.0
-    vtrace_c: float = 1.0
-    gae_lambda: float = 0.95
+    vtrace_rho: float = 1.0  # V-trace's importance-weight clip on the targets (rho bar)
+    vtrace_c: float = 1.0  # V-trace's trace-cutting clip (c bar)
+    gae_lambda: float = 0.95  # GAE's lambda (vtrace=false)
     ppo_clip: bool = True  # PPO clipped surrogate; off: plain policy gradient
-    clip_ratio: float = 0.1
-    value_loss_coeff: float = 0.5
+    clip_ratio: float = 0.1  # PPO's clipping: the policy ratio is kept within 1 +- this
+    value_loss_coeff: float = 0.5  # weight of the value loss against the policy loss
     # The next four are Sample Factory's VizDoom settings: on doom_basic, defend_the_center and
     # defend_the_line they learn more per frame than an entropy bonus of 0.003 without the other three.
     # > 0: PPO's clipped value loss, values kept within this of the behaviour value (in the
@@ -130,9 +130,9 @@ class AlgoConfig:
     exploration_loss: str = "symmetric_kl"
     entropy_coeff: float = 0.001  # the exploration loss's coefficient, whichever it is
     max_grad_norm: float = 4.0  # 0 disables clipping
-    adam_eps: float = 1e-6
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.999
+    adam_eps: float = 1e-6  # Adam's epsilon
+    adam_beta1: float = 0.9  # Adam's beta1
+    adam_beta2: float = 0.999  # Adam's beta2
     normalize_advantages: bool = True  # per node, as in DD-PPO
     # the critic predicts value targets divided by their running std (after their running mean is
     # taken off; moments over all nodes), and values are scaled back for V-trace/GAE; changes
@@ -144,9 +144,9 @@ class AlgoConfig:
 class TrainConfig:
     max_env_frames: int = 10_000_000  # over all launches of the run (frames = agent steps x frameskip); 0 = no limit
     max_seconds: float = 0.0  # this launch only; 0 = no limit
-    checkpoint_every_s: float = 300.0
-    keep_checkpoints: int = 2
-    status_every_s: float = 5.0
+    checkpoint_every_s: float = 300.0  # seconds between checkpoints (and one at the end)
+    keep_checkpoints: int = 2  # the newest this many checkpoints are kept
+    status_every_s: float = 5.0  # seconds between status lines
     # torch threads in the learner; 0 = on CPU the rank's cores its workers leave (at least 1), 2 on CUDA
     learner_threads: int = 0
     # cpu | cuda (one GPU per rank, chosen where the rank starts: nodes.placement) | cuda:N
@@ -197,7 +197,7 @@ class PopulationConfig:
     optimizer, hyper-parameters and, with several nodes, its own gradient all-reduce group; they
     share the node's rollout and policy workers (requests are routed to the env's member)."""
 
-    size: int = 1
+    size: int = 1  # the members (policies); 1: one policy
     # single-agent envs: fixed (a rank's envs in `size` contiguous blocks, block p always played by
     # member p) | episode (each episode draws a member uniformly). The seats of a match between
     # agents always draw at each match (self-play)
@@ -207,8 +207,8 @@ class PopulationConfig:
     # into the oldest of the `snapshots` slots; once one exists, each seat of a match but the first
     # plays a random snapshot with probability snapshot_prob. Nobody learns from a snapshot's seat.
     snapshots: int = 0
-    snapshot_every_frames: int = 1_000_000
-    snapshot_prob: float = 0.5
+    snapshot_every_frames: int = 1_000_000  # env frames per member between snapshots
+    snapshot_prob: float = 0.5  # probability that a seat (not the first) plays a snapshot
 
 
 @dataclass
@@ -225,11 +225,11 @@ class PbtConfig:
     # reward: mean recent episode reward | true_objective: their mean true objective (the env's own
     # unshaped measure; the reward where it has none) | win: recent match win rate (VizDoom matches)
     objective: str = "reward"
-    replace_frac: float = 0.3
-    replace_gap: float = 0.1
-    replace_gap_abs: float = 1e-6
-    mutation_rate: float = 0.15
-    perturb: float = 1.2
+    replace_frac: float = 0.3  # the bottom (and top) fraction of members in a PBT step
+    replace_gap: float = 0.1  # a top member must be better by this, relative to the objective's magnitude
+    replace_gap_abs: float = 1e-6  # ... and by this much in absolute terms
+    mutation_rate: float = 0.15  # probability that each hyper-parameter of a replaced member mutates
+    perturb: float = 1.2  # a mutation multiplies or divides by this
     # what mutates: the learning rate, the exploration loss's coefficient and every env.shaping /
     # env.pickups weight (the env reports each term's change; the worker weighs it by the member's)
     mutate: list[str] = field(default_factory=lambda: ["lr", "entropy_coeff", "shaping"])
@@ -238,7 +238,7 @@ class PbtConfig:
 @dataclass
 class BenchConfig:
     seconds: float = 30.0  # measured seconds per phase (after warmup_s)
-    warmup_s: float = 10.0
+    warmup_s: float = 10.0  # seconds before each phase's measurement starts
     # training schemes to compare on this layout, one node: bench.modes=[async,sync,deterministic]
     # measures only the train phase of each, in this order, and prints each one's ratio to the first
     modes: list[str] = field(default_factory=list)
@@ -274,10 +274,10 @@ class LauncherConfig:
     gpus_per_node: int = 0
     cpus_per_task: int = 0  # needed with sampler.num_workers=auto
     mem_gb: int = 0  # memory per node
-    account: str = ""
-    qos: str = ""
-    constraint: str = ""
-    job_name: str = "distrl"
+    account: str = ""  # slurm: --account
+    qos: str = ""  # slurm: --qos
+    constraint: str = ""  # slurm: --constraint
+    job_name: str = "distrl"  # slurm: --job-name
     # extra sbatch options: launcher.sbatch='[--exclusive,"--mail-type=END"]'
     sbatch: list[str] = field(default_factory=list)
     setup: list[str] = field(default_factory=list)  # shell lines before srun: launcher.setup=['module load cuda']
@@ -285,7 +285,7 @@ class LauncherConfig:
     # preempting scheduler may send it too); every rank stops after the same iteration, rank 0
     # checkpoints and requeues the job, the next run resumes. USR2, not USR1: NCCL may use SIGUSR1.
     signal: str = "USR2"
-    signal_delay_s: int = 120
+    signal_delay_s: int = 120  # seconds before the time limit that Slurm sends `signal`
     max_requeues: int = 20  # requeue on the signal at most this many times (SLURM_RESTART_COUNT)
     poll_s: float = 2.0  # wait=true: seconds between job-state queries
     # true: a job array of `nodes` one-node jobs instead of one job (needs sync.elastic): an element
@@ -310,13 +310,13 @@ class WandbConfig:
     (x axis: env_frames), the resolved config and summary.json to one W&B run per run directory; a
     relaunch of the run resumes that W&B run (its id is kept in run_dir/wandb/run_id)."""
 
-    project: str = "distrl"
+    project: str = "distrl"  # the W&B project
     entity: str = ""  # "": the API key's default entity
     # online | offline (written under run_dir/wandb/; `wandb sync` it later) | disabled | "" (W&B's
     # own choice: the WANDB_MODE environment variable, else online)
     mode: str = ""
     group: str = ""  # "": in a Hydra multirun the sweep's directory name (its runs side by side), else none
-    tags: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)  # the W&B run's tags
 
 
 @dataclass
