@@ -50,6 +50,10 @@ class EnvConfig:
     # keeps the scenario .cfg's); part of the game reward, so of what is logged as the score
     living_reward: Any = None
     death_penalty: Any = None  # subtracted from the game reward at death (VizDoom's death_penalty)
+    # the status bar (health, ammo) drawn into the frames the model sees: true | false | null (the
+    # .cfg's own; the bundled ones hide it, Sample Factory's .cfg variants of basic, defend_* and
+    # deadly_corridor show it)
+    render_hud: Any = None  # subtracted from the game reward at death (VizDoom's death_penalty)
     # A match against the engine's scripted bots (nodes/envs/doom_match.py): the env hosts a
     # deathmatch of itself and `bots` bots; an episode is one match of match_minutes, a death
     # respawns, and the score (the logged episode reward) is the agent's frags.

@@ -255,3 +255,23 @@ def test_scenarios_have_sample_factorys_action_space(name):
         heads = {head: len(options) for head, options in action_heads(_game(cfg).get_available_buttons())}
     assert heads == SF_ACTIONS[name]
     assert env_spec(cfg).action_heads == tuple(heads.values())
+
+
+def test_render_hud_draws_the_status_bar_into_the_frames(tmp_path, monkeypatch):
+    """env.render_hud=true (Sample Factory's .cfg variants of defend_*): the bottom rows of the
+    first frame change (the status bar); the rest of the view is the same scene."""
+    monkeypatch.chdir(tmp_path)
+    frames = {}
+    for hud in (False, True):
+        env = make_env(load("doom_defend_the_center", render_hud=hud, measurements=False), seed=4)
+        try:
+            frames[hud] = env.reset().astype(np.int16)
+        finally:
+            env.close()
+    bottom = slice(-8, None)  # the status bar is the bottom ~1/6 of the screen
+    assert np.abs(frames[True][:, bottom] - frames[False][:, bottom]).mean() > 5
+
+
+def test_a_render_hud_that_is_no_bool_is_one_line():
+    with pytest.raises(ConfigError, match="env.render_hud must be true, false or null"):
+        check_env_config(load("doom_basic", render_hud="yes"))

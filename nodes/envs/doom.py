@@ -80,12 +80,20 @@ def _check_scenario(env_cfg) -> None:
     if env_cfg.restart_episodes < 0:
         raise ConfigError(f"env.restart_episodes must be >= 0 (0: never restart the engine), "
                           f"got {env_cfg.restart_episodes}")
+    if env_cfg.actions not in ACTION_MODES:
+        raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
+    _check_game_settings(env_cfg)
+
+
+def _check_game_settings(env_cfg) -> None:
+    """The .cfg settings the config may replace (null keeps the scenario's own)."""
     for key in ("living_reward", "death_penalty"):
         value = getattr(env_cfg, key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ConfigError(f"env.{key} must be a number (null: the scenario's own), got {value!r}")
-    if env_cfg.actions not in ACTION_MODES:
-        raise ConfigError(f"env.actions must be one of {', '.join(ACTION_MODES)}, got '{env_cfg.actions}'")
+    hud = env_cfg.render_hud
+    if hud is not None and not isinstance(hud, bool):
+        raise ConfigError(f"env.render_hud must be true, false or null (the scenario's own), got {hud!r}")
 
 
 def _check_names(env_cfg) -> None:
@@ -117,6 +125,8 @@ def _game(env_cfg):
         game.set_living_reward(float(env_cfg.living_reward))
     if env_cfg.death_penalty is not None:
         game.set_death_penalty(float(env_cfg.death_penalty))
+    if env_cfg.render_hud is not None:
+        game.set_render_hud(bool(env_cfg.render_hud))
     have = set(game.get_available_game_variables())
     for name in [*env_cfg.shaping, *env_cfg.pickups]:
         var = vzd.GameVariable.__members__.get(name)
