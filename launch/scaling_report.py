@@ -2,7 +2,7 @@
 
 It formats what launch.scaling_harness measured and launch.scaling_model fitted and predicted, and
 states the model's assumptions beside them; it computes nothing of the model itself. The JSON's
-floats keep 4 significant digits (`_sig`); its keys are what tests/test_scaling.py and the README's
+floats keep 4 significant digits (`_sig`); its keys are what tests/test_scaling.py and docs/benchmarks.md's
 figures read, so a change to them is a change of the command's output.
 """
 from __future__ import annotations

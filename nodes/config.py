@@ -114,7 +114,7 @@ class AlgoConfig:
     # V-trace targets (the Sample Factory paper's APPO); off: GAE (gae_lambda) on the behaviour
     # values, as Sample Factory 2 runs VizDoom. GAE by default: with the policy lag near 1.5 and
     # PPO's clipping it learns more per frame than V-trace on defend_the_center, as much on
-    # doom_basic and defend_the_line (README "Measured here"; docs/changelog.md). A node with a much
+    # doom_basic and defend_the_line (docs/benchmarks.md; docs/changelog.md). A node with a much
     # larger policy lag may want V-trace
     vtrace: bool = False
     vtrace_rho: float = 1.0  # V-trace's importance-weight clip on the targets (rho bar)

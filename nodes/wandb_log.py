@@ -31,7 +31,8 @@ def run_id(wandb_dir: str) -> str:
 
 
 def run_name(run_dir: str) -> str:
-    """The run directory's last two parts: `doom_basic/2026-11-25_17-00-00`, or a sweep's `<time>/3`."""
+    """The run directory's last two parts: `doom_basic/2026-11-25_17-00-00`, or a sweep's
+    `2026-11-25_17-00-00/3`."""
     return "/".join(os.path.normpath(run_dir).split(os.sep)[-2:])
 
 

@@ -126,7 +126,7 @@ def test_rank_0_killed_the_writer_moves_and_the_other_two_finish_identical(run_d
     changes = s["membership"]
     assert changes[1]["left"][0] == 0 and changes[-1]["nodes"] == [1, 2]
     # seconds here, but with a spread: over 9 runs a survivor noticed rank 0's loss 0.3 to 14.6 s
-    # after the kill (a cause not found yet: see the README's Elastic nodes limits)
+    # after the kill (a cause not found yet: see docs/limitations.md)
     assert changes[1]["next_iteration"] - killed < 30
     assert "frames" in open(os.path.join(run_dir, "train_rank1.log")).read().split("world changed: 3 ->")[1]
     assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]  # node 1's checkpoint

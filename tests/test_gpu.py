@@ -2,7 +2,7 @@
 where torch sees no CUDA device: the CPU-testable parts of the GPU paths are in
 test_placement.py, test_device_paths.py, test_peers_nccl_ready.py and test_slurm.py.
 
-Run on a GPU node: `python -m pytest -q tests/test_gpu.py` (and the benchmark in README, "GPU nodes").
+Run on a GPU node: `python -m pytest -q tests/test_gpu.py` (and the benchmark in docs/gpu.md).
 """
 import os
 import re

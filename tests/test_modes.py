@@ -7,7 +7,7 @@ iteration, on one node and on several.
 deterministic (HTS-RL): the envs collect the next round while the learner learns on the last one
 (lag exactly 1), and a run is bit-for-bit reproducible for its seed: on one node and on two,
 whatever the numbers of rollout and policy workers for the same envs, and a resumed run for its
-checkpoint (it is not the uninterrupted run: the README says why)."""
+checkpoint (it is not the uninterrupted run: docs/concepts.md says why)."""
 import os
 import re
 import shutil
@@ -85,7 +85,7 @@ def test_deterministic_vizdoom_runs_end_identical_whatever_the_layout_and_differ
 def test_deterministic_runs_on_two_nodes_end_identical_and_a_resume_is_reproducible(tmp_path):
     """Two runs on two nodes from scratch end identical; two resumes of one of them (from its
     final checkpoint) end identical too, and they are not the uninterrupted run: the envs'
-    engine state is not in the checkpoint (README, "Training schemes")."""
+    engine state is not in the checkpoint (docs/concepts.md, "Training schemes")."""
     two_nodes = ["nodes=2", "sync.straggler=false", "sync.check_every=5"]
     runs = [tmp_path / "a", tmp_path / "b"]
     for run in runs:

@@ -45,7 +45,8 @@ ACTION_NAMES = ("LOOK_LEFT_RIGHT_PIXELS_PER_FRAME", "LOOK_DOWN_UP_PIXELS_PER_FRA
 
 OBSERVATION = "RGB"  # 3 x H x W uint8
 ENGINE_HINT = ("build it from https://github.com/deepmind/lab (bazel build -c opt "
-               "//python/pip_package:build_pip_package, then pip install the wheel it writes); see README")
+               "//python/pip_package:build_pip_package, then pip install the wheel it writes); "
+               "see docs/environments.md")
 _LEVEL_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 
 
