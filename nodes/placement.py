@@ -5,7 +5,7 @@ CPU affinity), so tests can fake torchrun, `srun -n`, submitit or the local spaw
 (launch.ranks, launch.exits) calls `place()` where the rank starts, never on the submitting host:
 a login node without a GPU can submit a `train.device=cuda` job.
 
-Rules (GPU.md, "The design"):
+Rules (docs/gpu.md):
 - One rank per GPU. With one GPU visible (per-task binding: every task sees its own as cuda:0) the
   rank takes cuda:0; with all of the host's GPUs visible, local rank r takes cuda:r. More ranks on
   a host than GPUs is refused with NCCL (it refuses two ranks on one GPU); with sync.backend=gloo

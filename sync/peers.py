@@ -1,8 +1,8 @@
 """DistPeers: the multi-node answer to nodes.peers, over torch.distributed.
 
 - Process group: on a GPU with NCCL, one group with two backends, "cpu:gloo,cuda:nccl": gradients
-  (with the observation moments) and the initial parameters (tensors on the model's device) go over NCCL;
-  stats rows, checksums and the optimizer-state bytes go as CPU tensors over gloo (a tiny NCCL
+  (with the observation moments; tensors on the model's device) go over NCCL; stats rows, checksums
+  and the run state shared at the start (pickled) go as CPU tensors over gloo (a tiny NCCL
   collective costs a kernel launch and a host sync to read). `device_id` makes NCCL connect at
   init, so a set-up error is reported as such, not later as a lost peer. On CPU (or with
   sync.backend=gloo and CUDA tensors) plain gloo. Rendezvous through a TCPStore on rank 0 (the

@@ -1,4 +1,4 @@
-"""GPU code paths, tested as far as a CPU allows (GPU.md, "What a CPU-only CI can test").
+"""GPU code paths, tested as far as a CPU allows (docs/gpu.md, "What has and has not run").
 
 - The learner step on the `meta` device: a stand-in accelerator on which any stray CPU tensor
   (a device mismatch) and any host sync (`.item()`, `float()`, `.cpu()` of a meta tensor) raise,

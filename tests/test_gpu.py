@@ -1,4 +1,4 @@
-"""What only a GPU can show (GPU.md, "What a GPU machine should run"). Skipped, with the reason,
+"""What only a GPU can show (docs/gpu.md, "What has and has not run"). Skipped, with the reason,
 where torch sees no CUDA device: the CPU-testable parts of the GPU paths are in
 test_placement.py, test_device_paths.py, test_peers_nccl_ready.py and test_slurm.py.
 
