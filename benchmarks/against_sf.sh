@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ours against Sample Factory 2.1.1 on one VizDoom scenario: the same layout (2 rollout workers x 8
 # envs), the same seed and frames, one after the other, each trainer with its own defaults for the
-# scenario; then the true objective of both at equal frames (launch.curves).
+# scenario; then the true objective of both at equal frames (launch.curves), drawn into
+# OUT_DIR/SCENARIO_sSEED.png.
 #
 #   benchmarks/against_sf.sh SCENARIO SEED FRAMES OUT_DIR
 #
@@ -43,4 +44,5 @@ for side in $sides; do
     *) echo "SIDES: unknown side '$side' (ours, sf)" >&2; exit 2 ;;
   esac
 done
-python -m launch.curves "$ours" "$sf" --sf-reward-scale "$sf_scale" --every 250000 --mean-from 1000000
+python -m launch.curves "$ours" "$sf" --sf-reward-scale "$sf_scale" --every 250000 --mean-from 1000000 \
+  --plot "$out/${scenario}_s$seed.png" --title "$scenario, seed $seed: ours against Sample Factory 2.1.1"
