@@ -90,6 +90,14 @@ def test_a_sweep_logs_each_run_to_wandb_grouped_by_the_sweep_and_a_relaunch_resu
         assert all("train/loss" in row and "perf/fps" in row for row in rows)
         last = [row for row in rows if "episode/reward" in row][-1]
         assert last["episode/true_objective"] == pytest.approx(summary(run_dir)["mean_episode_true_objective"])
+        # the same reward curve as the run's TensorBoard file, point for point
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+        acc = EventAccumulator(os.path.join(run_dir, "tb"), size_guidance={"scalars": 0})
+        acc.Reload()
+        tb = [(e.step, e.value) for e in acc.Scalars("episode/reward")]
+        wb = [(row["env_frames"], row["episode/reward"]) for row in rows if "episode/reward" in row]
+        assert len(tb) == len(wb) > 3 and [s for s, _ in tb] == [s for s, _ in wb]
+        assert [v for _, v in tb] == pytest.approx([v for _, v in wb], rel=1e-6)
         # summary.json's figures as the run's summary
         assert got["summary"]["mean_episode_reward"] == summary(run_dir)["mean_episode_reward"]
         assert got["summary"]["outcome"] == "finished"
