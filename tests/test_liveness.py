@@ -63,7 +63,8 @@ def test_a_live_peer_with_a_skewed_clock_is_never_lost(store, skew):
         live = Liveness("127.0.0.1", store, 0, 3)
         t0 = time.monotonic()
         assert live.lost(6 * HEARTBEAT_S) == []
-        assert time.monotonic() - t0 < 6 * HEARTBEAT_S + 1.0  # answered within its wait
+        # answered within its wait (the slack: a loaded 2-core machine starved it for 4.5 s once)
+        assert time.monotonic() - t0 < 6 * HEARTBEAT_S + 5.0
         for _ in range(4):  # the quick looks during a wait
             assert live.stale() == []
             time.sleep(POLL_S)
