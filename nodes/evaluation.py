@@ -184,6 +184,9 @@ class Evaluation:
             self.close()
 
     def close(self) -> None:
+        """Stop the evaluator (a round in flight is dropped). A rank made writer again later reads
+        eval.jsonl afresh: another writer may have added rounds meanwhile."""
+        self.loaded = False
         if self.proc is None:
             return
         try:
