@@ -22,7 +22,7 @@ def plot_curves(curves: list, path: str, metric: str, threshold: float | None = 
         ax.grid(alpha=0.3)
         if threshold is not None:
             ax.axhline(threshold, color="grey", linestyle=":", linewidth=1)
-    by_frames.legend(loc="lower right", fontsize="small")
+    by_frames.legend(loc="best", fontsize="small")
     if title:
         fig.suptitle(title)
     fig.savefig(path, dpi=110)
