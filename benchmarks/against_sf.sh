@@ -44,5 +44,6 @@ for side in $sides; do
     *) echo "SIDES: unknown side '$side' (ours, sf)" >&2; exit 2 ;;
   esac
 done
-python -m launch.curves "$ours" "$sf" --sf-reward-scale "$sf_scale" --every 250000 --mean-from 1000000 \
+# the mean over the second half of the frames (the last frame both reached ends it)
+python -m launch.curves "$ours" "$sf" --sf-reward-scale "$sf_scale" --every 250000 --mean-from $((frames / 2)) \
   --plot "$out/${scenario}_s$seed.png" --title "$scenario, seed $seed: ours against Sample Factory 2.1.1"
