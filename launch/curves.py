@@ -1,6 +1,6 @@
 """Learning curves side by side: reward at equal frames and the wall-clock time to a score.
 
-    python -m launch.curves RUN_DIR [RUN_DIR ...] [--threshold 70] [--every 100000]
+    python -m launch.curves [LABEL=]RUN_DIR [...] [--threshold 70] [--every 100000]
                             [--sf-reward-scale 0.01] [--mean-from 1000000] [--metric reward]
                             [--plot curves.png] [--title TEXT]
 
@@ -17,6 +17,9 @@ its env reports an objective of its own, e.g. the gathering scenarios). Time cou
 first line of the run's log (the launch), so start-up is included for both. Prints one table row
 per frame mark and a JSON line with the same figures.
 --plot FILE draws the curves (against frames and against time since launch; launch.plots).
+LABEL=RUN_DIR names a run; runs given one label are seeds of one setting: the table keeps each
+run's column, the JSON line adds the label's mean/min/max at each mark ("groups"), and --plot draws
+the seeds as thin lines with their mean and a min-max band.
 --mean-from F adds each run's mean reward over frames F to the last mark every run reached (the
 curve read every WINDOW_STEP frames, so both trainers weigh frames alike whatever their logging
 cadence): a 100-episode mean at one mark swings by a couple of kills on defend_the_line, a window
@@ -43,6 +46,7 @@ class Curve:
     frames: list[int]
     seconds: list[float]  # since launch
     rewards: list[float]
+    label: str = ""  # runs that share a label are seeds of one setting (LABEL=RUN_DIR)
 
     def at(self, frames: int) -> float | None:
         """The last reward logged at or before `frames` (None before the first)."""
@@ -58,6 +62,15 @@ class Curve:
         reading there)."""
         values = [v for v in (self.at(f) for f in range(lo, hi + 1, step)) if v is not None]
         return sum(values) / len(values) if values else None
+
+    def at_time(self, seconds: float) -> float | None:
+        """The last reward logged at or before `seconds` since launch (None before the first)."""
+        last = None
+        for s, r in zip(self.seconds, self.rewards):
+            if s > seconds:
+                break
+            last = r
+        return last
 
     def first_reaching(self, threshold: float) -> tuple[int, float] | None:
         for f, s, r in zip(self.frames, self.seconds, self.rewards):
@@ -99,7 +112,15 @@ def _ours(tb_dir: Path, metric: str):
         return _scalars(tb_dir, TAGS["reward"][0])
 
 
-def load(run: Path, sf_scale: float, metric: str = "reward") -> Curve:
+def split_label(arg: str) -> tuple[str, Path]:
+    """'LABEL=RUN_DIR' -> (LABEL, RUN_DIR); a bare RUN_DIR is its own label (its folder's name)."""
+    label, sep, run = arg.partition("=")
+    if sep and label and "/" not in label:
+        return label, Path(run)
+    return "", Path(arg)
+
+
+def load(run: Path, sf_scale: float, metric: str = "reward", label: str = "") -> Curve:
     if (run / "sf_log.txt").exists():  # Sample Factory 2
         events, log, scale = _scalars(run / ".summary" / "0", TAGS[metric][1]), run / "sf_log.txt", sf_scale
     elif (run / "train.log").exists():
@@ -107,13 +128,32 @@ def load(run: Path, sf_scale: float, metric: str = "reward") -> Curve:
     else:
         raise SystemExit(f"curves: {run} is neither a run directory of ours nor a Sample Factory experiment")
     start = _launch_time(log)
-    return Curve(run.name if run.name not in ("", ".") else str(run), [e.step for e in events],
-                 [e.wall_time - start for e in events], [e.value / scale for e in events])
+    name = run.name if run.name not in ("", ".") else str(run)
+    return Curve(f"{label}/{name}" if label else name, [e.step for e in events],
+                 [e.wall_time - start for e in events], [e.value / scale for e in events], label or name)
+
+
+def groups(curves: list[Curve]) -> dict[str, list[Curve]]:
+    """The runs by label, in the order given."""
+    out: dict[str, list[Curve]] = {}
+    for c in curves:
+        out.setdefault(c.label, []).append(c)
+    return out
+
+
+def group_marks(members: list[Curve], marks: list[int]) -> dict:
+    """Mean, min and max over the seeds of one label at each mark (None where a seed has no reading)."""
+    rows = [[c.at(m) for c in members] for m in marks]
+    full = [None if None in r else r for r in rows]
+    return {"runs": [c.name for c in members],
+            "mean_at_marks": [r and sum(r) / len(r) for r in full],
+            "min_at_marks": [r and min(r) for r in full], "max_at_marks": [r and max(r) for r in full]}
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m launch.curves", description=__doc__.split("\n\n")[0])
-    p.add_argument("runs", nargs="+", type=Path)
+    p.add_argument("runs", nargs="+", metavar="[LABEL=]RUN_DIR",
+                   help="a run directory; runs given one LABEL are seeds of one setting")
     p.add_argument("--threshold", type=float, default=None,
                    help="the score whose first arrival is timed (70 when not given; drawn in --plot when given)")
     p.add_argument("--every", type=int, default=100_000, help="frame marks of the table")
@@ -166,7 +206,9 @@ def main(argv: list[str] | None = None) -> dict:
         p.error("--mean-from must be >= 0")
     if a.plot is not None:
         _check_plot(p, a.plot)
-    curves = [load(r, a.sf_reward_scale, a.metric) for r in a.runs]
+    curves = [load(run, a.sf_reward_scale, a.metric, label) for label, run in map(split_label, a.runs)]
+    if len({c.name for c in curves}) < len(curves):
+        p.error("two runs have one name: give them labels (LABEL=RUN_DIR) or distinct folders")
     last = min(c.frames[-1] for c in curves if c.frames) if all(c.frames for c in curves) else 0
     marks = list(range(a.every, last + 1, a.every))
     _print_table(curves, marks)
@@ -178,6 +220,12 @@ def main(argv: list[str] | None = None) -> dict:
     for c in curves:
         said, out["runs"][c.name] = _run_result(c, a, marks, last)
         print(f"{c.name}: {said}")
+    seeded = {label: members for label, members in groups(curves).items() if len(members) > 1}
+    if seeded:
+        out["groups"] = {label: group_marks(members, marks) for label, members in seeded.items()}
+        for label, g in out["groups"].items():
+            cells = ", ".join("-" if v is None else f"{v:.1f}" for v in g["mean_at_marks"])
+            print(f"{label}: mean of {len(g['runs'])} seeds at the marks: {cells}")
     print(json.dumps(out))
     if a.plot is not None:
         from launch.plots import plot_curves

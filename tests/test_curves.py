@@ -126,3 +126,32 @@ def test_plot_refuses_a_file_type_it_cannot_write_before_reading_runs(tmp_path, 
     with pytest.raises(SystemExit) as exc:
         curves.main([str(tmp_path / "nowhere"), "--plot", str(tmp_path / "curves.bmp")])
     assert exc.value.code == 2 and "must end in .png, .svg or .pdf" in capsys.readouterr().err
+
+
+def test_runs_given_one_label_are_seeds_their_mean_and_band_are_reported_and_drawn(tmp_path, capsys):
+    """LABEL=RUN_DIR groups seeds: the JSON line holds the label's mean, min and max at each mark
+    (the seeds log at different frames and still line up), each seed keeps its own column, and the
+    plot draws more than the seeds' lines alone (the mean and the band)."""
+    import numpy as np
+    from matplotlib.image import imread
+
+    write_ours(tmp_path / "s0", [(f, f / 5000, 10.0 if f < 300_000 else 30.0) for f in range(10_000, 600_001, 10_000)])
+    write_ours(tmp_path / "s1", [(f, f / 4000, 20.0 if f < 400_000 else 50.0) for f in range(25_000, 600_001, 25_000)])
+    write_sf(tmp_path / "sf", [(f, f / 2500, 5.0) for f in range(100_000, 600_001, 100_000)], 1.0)
+    args = ["--every", "200000", "--metric", "reward"]
+    out = curves.main([f"ours={tmp_path / 's0'}", f"ours={tmp_path / 's1'}", str(tmp_path / "sf"), *args,
+                       "--plot", str(tmp_path / "band.png")])
+    assert out["marks"] == [200_000, 400_000, 600_000]
+    g = out["groups"]["ours"]
+    assert g["runs"] == ["ours/s0", "ours/s1"] and "sf" not in out["groups"]
+    assert g["mean_at_marks"] == [15.0, 40.0, 40.0]
+    assert g["min_at_marks"] == [10.0, 30.0, 30.0] and g["max_at_marks"] == [20.0, 50.0, 50.0]
+    assert out["runs"]["ours/s1"]["reward_at_marks"] == [20.0, 50.0, 50.0]
+    assert "ours: mean of 2 seeds at the marks: 15.0, 40.0, 40.0" in capsys.readouterr().out
+    curves.main([str(tmp_path / "s0"), str(tmp_path / "s1"), str(tmp_path / "sf"), *args,
+                 "--plot", str(tmp_path / "lines.png")])
+    band, lines = imread(tmp_path / "band.png"), imread(tmp_path / "lines.png")
+    assert band.shape == lines.shape and not np.array_equal(band, lines)
+    with pytest.raises(SystemExit) as exc:  # two runs one name: the JSON would lose one
+        curves.main([str(tmp_path / "s0"), f"x={tmp_path / 's1'}", f"x={tmp_path / 's1'}"])
+    assert exc.value.code == 2
