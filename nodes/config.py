@@ -303,7 +303,11 @@ class EvalConfig:
     """Evaluation during training (nodes/evaluation.py): the writer rank's evaluator process plays the
     current policy on envs of its own while training goes on."""
 
-    every_frames: int = 0  # a round every this many env frames; 0: off
+    # a round every this many env frames; 0: off. On by default: a researcher wants the policy's score
+    # on envs it did not train on, and the best weights kept, without asking; a round costs a CPU
+    # copy of the weights and one core while it plays (benchmarks: eval_cost.sh), and the evaluator
+    # process starts at the first round, so runs shorter than this never pay for it.
+    every_frames: int = 1_000_000
     episodes: int = 10  # per round (and per population member)
     greedy: bool = False  # argmax per head instead of sampling (sampling is what was trained)
 
