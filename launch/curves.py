@@ -220,18 +220,24 @@ def main(argv: list[str] | None = None) -> dict:
     for c in curves:
         said, out["runs"][c.name] = _run_result(c, a, marks, last)
         print(f"{c.name}: {said}")
-    seeded = {label: members for label, members in groups(curves).items() if len(members) > 1}
-    if seeded:
-        out["groups"] = {label: group_marks(members, marks) for label, members in seeded.items()}
-        for label, g in out["groups"].items():
-            cells = ", ".join("-" if v is None else f"{v:.1f}" for v in g["mean_at_marks"])
-            print(f"{label}: mean of {len(g['runs'])} seeds at the marks: {cells}")
+    _report_groups(curves, marks, out)
     print(json.dumps(out))
     if a.plot is not None:
         from launch.plots import plot_curves
         plot_curves(curves, a.plot, a.metric, drawn_threshold, a.title)
         print(f"plot: {a.plot}")
     return out
+
+
+def _report_groups(curves: list[Curve], marks: list[int], out: dict) -> None:
+    """The labels given to several runs (seeds): their mean at the marks, printed and in out["groups"]."""
+    seeded = {label: members for label, members in groups(curves).items() if len(members) > 1}
+    if not seeded:
+        return
+    out["groups"] = {label: group_marks(members, marks) for label, members in seeded.items()}
+    for label, g in out["groups"].items():
+        cells = ", ".join("-" if v is None else f"{v:.1f}" for v in g["mean_at_marks"])
+        print(f"{label}: mean of {len(g['runs'])} seeds at the marks: {cells}")
 
 
 def _check_plot(p: argparse.ArgumentParser, path: str) -> None:
