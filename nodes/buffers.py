@@ -27,7 +27,9 @@ _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.flo
 class TrajectoryBuffers:
     obs: torch.Tensor  # [S, T+1, *obs_shape]
     meas: torch.Tensor  # [S, T+1, M] float32 measurements (M = 0 when the env has none)
-    actions: torch.Tensor  # [S, T, heads] int64, one action per head
+    # [S, T, A] float32, A = spec.action_width: each discrete head's action (a small integer, exact
+    # in float32), then each continuous dim's unclipped sample; one dtype so one row holds both
+    actions: torch.Tensor
     logp: torch.Tensor  # [S, T] behaviour log-prob of the action
     values: torch.Tensor  # [S, T] behaviour value estimate
     rewards: torch.Tensor  # [S, T] scaled training reward
@@ -40,8 +42,9 @@ class TrajectoryBuffers:
     # the env's member changed at an episode's end (the steps after it are not trained on)
     slot_len: torch.Tensor
     slot_policy: torch.Tensor  # [S] int64: the population member whose trajectory the slot holds (0: one policy)
-    # [S, T, A] U(0,1) draws that decide the actions (A = sum of the action heads' sizes) in
-    # sampler.mode=deterministic, written by the env's rollout worker from the env's own stream; A = 0 otherwise
+    # [S, T, U] U(0,1) draws that decide the actions (U = spec.uniform_width: the discrete heads'
+    # sizes summed, plus one per continuous dim) in sampler.mode=deterministic, written by the
+    # env's rollout worker from the env's own stream; U = 0 otherwise
     uniforms: torch.Tensor
     # per env
     env_slot: torch.Tensor  # [E] int64: slot the env is writing
@@ -68,7 +71,7 @@ def allocate(spec, sampler_cfg, state_size: int, members: int = 1) -> Trajectory
     return TrajectoryBuffers(
         obs=shared(s, t + 1, *spec.obs_shape, dtype=_TORCH_DTYPE[np.dtype(spec.obs_dtype)]),
         meas=shared(s, t + 1, spec.meas_size),
-        actions=shared(s, t, spec.num_heads, dtype=torch.int64),
+        actions=shared(s, t, spec.action_width),
         logp=shared(s, t),
         values=shared(s, t),
         rewards=shared(s, t),
@@ -79,7 +82,7 @@ def allocate(spec, sampler_cfg, state_size: int, members: int = 1) -> Trajectory
         slot_round=shared(s, dtype=torch.int64),
         slot_len=shared(s, dtype=torch.int64),
         slot_policy=shared(s, dtype=torch.int64),
-        uniforms=shared(s, t, sum(spec.action_heads) if sampler_cfg.mode == "deterministic" else 0),
+        uniforms=shared(s, t, spec.uniform_width if sampler_cfg.mode == "deterministic" else 0),
         env_slot=shared(e, dtype=torch.int64),
         env_t=shared(e, dtype=torch.int64),
         env_h=shared(e, state_size),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from nodes.envs import env_spec, make_envs
+from nodes.envs import action_converter, env_spec, make_envs
 
 
 def play(cfg, models, episodes: int, seed: int, greedy: bool = False,
@@ -90,12 +90,21 @@ def _step_seats(envs, actions) -> list:
 
 
 def _act(model, spec, obs, state, greedy, rng):
+    """greedy: each discrete head's most likely action, each continuous dim's mean."""
     if model is None:
-        a = [int(rng.integers(n)) for n in spec.action_heads]
-        return a[0] if len(a) == 1 else a
+        return _random_action(spec, rng)
     pixels, meas = obs if spec.meas_size else (obs, np.zeros(0, np.float32))
     with torch.inference_mode():
-        logits, _, state = model.step(torch.as_tensor(np.asarray(pixels))[None],
+        params, _, state = model.step(torch.as_tensor(np.asarray(pixels))[None],
                                       torch.as_tensor(np.asarray(meas, np.float32))[None], state)
-        a = (model.heads.greedy(logits) if greedy else model.heads.sample(logits))[0].tolist()
-    return (a[0] if len(a) == 1 else a), state
+        row = (model.heads.greedy(params) if greedy else model.heads.sample(params))[0].numpy()
+    return action_converter(spec)(row), state
+
+
+def _random_action(spec, rng):
+    """Uniform: over each discrete head's actions, and between each continuous dim's bounds."""
+    a = [int(rng.integers(n)) for n in spec.action_heads]
+    if spec.continuous:
+        dims = rng.uniform(spec.action_low, spec.action_high).astype(np.float32)
+        return dims if not a else (np.array(a, np.int64), dims)
+    return a[0] if len(a) == 1 else a

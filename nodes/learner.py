@@ -87,14 +87,21 @@ class Learner:
             targets = self.returns.normalize(targets)
         value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip, mask)
         entropy = losses.mean(entropy, mask)
-        if c.exploration_loss == "symmetric_kl":
-            kl = losses.mean(losses.symmetric_kl_to_uniform(self.model.heads.split(logits[:, :-1])), mask)
-            exploration = losses.exploration_term(kl)
-        else:
-            exploration = -entropy  # the entropy bonus
+        exploration = self._exploration(logits[:, :-1], entropy, mask)
         total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=losses.mean((ratio - 1).abs(), mask))
+
+    def _exploration(self, params, entropy, mask):
+        """The exploration loss (algo.exploration_loss): minus the entropy bonus, or the symmetric KL
+        to the uniform policy over the discrete heads (losses.symmetric_kl_to_uniform says why
+        continuous dims have none; no discrete head: no term)."""
+        if self.cfg.exploration_loss != "symmetric_kl":
+            return -entropy
+        split = self.model.heads.split(params)
+        if not split:
+            return torch.zeros_like(entropy)
+        return losses.exploration_term(losses.mean(losses.symmetric_kl_to_uniform(split), mask))
 
     def device_step(self, batch, stop: bool = False) -> tuple[torch.Tensor, int, bool, SyncTimer]:
         """The step without any host sync of its own: (the logged scalars as one device tensor, in

@@ -75,12 +75,16 @@ def value_loss(values, targets, old_values, clip: float, mask=None):
 
 
 def symmetric_kl_to_uniform(split_logp):
-    """Per sample, summed over action heads: half the symmetric KL divergence to the uniform policy U,
+    """Per sample, summed over discrete action heads: half the symmetric KL divergence to the uniform policy U,
     0.5 (KL(pi || U) + KL(U || pi)) = 0.5 (sum pi log pi - mean log pi) for each head's log-probs (the
     log n terms cancel): Sample Factory 2's `symmetric_kl_with_uniform_prior`. Zero exactly at the
     uniform policy; unlike the entropy bonus it grows without bound as a head gives an action no
     chance, and its gradient pushes hardest on those dead actions (no floor on the log-probs: a
-    floor zeroes exactly that gradient). The batch mean is bounded by `exploration_term`."""
+    floor zeroes exactly that gradient). The batch mean is bounded by `exploration_term`.
+
+    Continuous (Gaussian) dims add nothing: the real line has no uniform distribution to be
+    near (no KL to it is finite), and a Gaussian's spread is its learned log-std, which the policy
+    gradient moves (algo.exploration_loss=entropy adds a bonus on it instead)."""
     parts = [(logp.exp() * logp).sum(-1) - logp.mean(-1) for logp in split_logp]
     return 0.5 * torch.stack(parts, 0).sum(0)
 

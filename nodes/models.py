@@ -6,7 +6,9 @@ conf/model/ selects them (every shape comes from the env spec, none is hand-set)
 - full: the same plus a measurements MLP (game variables) joined before the core;
 - impala: the IMPALA ResNet encoder with an LSTM core;
 - vector observations get a two-layer MLP encoder (encoder=auto picks it).
-Multi-head actions (a tuple of discrete heads) are L independent linear heads over one output.
+Multi-head actions (a tuple of discrete heads) are L independent linear heads over one output;
+continuous actions (a Box) are Gaussian: D means from the same linear layer, a learned
+state-independent log-std per dim.
 
 The same recurrent cell serves the policy worker (one step) and the learner (BPTT over the rollout),
 so behaviour and learner log-probabilities agree to float precision at equal parameters.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 
 import torch
@@ -176,51 +179,121 @@ def _flat_size(conv: nn.Module, obs_shape) -> int:
 
 
 class ActionHeads:
-    """A tuple of independent discrete heads whose logits are concatenated along the last axis.
+    """Discrete heads and continuous (Gaussian) dims, read from one tensor of action parameters.
 
-    The joint log-probability and entropy are sums over heads, so one head is the plain
-    categorical case and the learner never needs to know how many heads there are.
+    Layout along the last axis: the logits of each discrete head, then the D means, then the D
+    log-stds (the model appends its state-independent log-std parameter: ActorCritic). A step's
+    action is one float32 entry per discrete head (its index, exact in float32) then one per
+    continuous dim (an unbounded sample: the env wrapper clips it to the bounds, and the log-prob
+    stays that of the unclipped sample, as in Sample Factory and CleanRL). The joint
+    log-probability and entropy are sums over heads and dims, so the learner never needs to know
+    how many there are or of which kind.
     """
 
-    def __init__(self, sizes):
+    def __init__(self, sizes, continuous: int = 0):
         self.sizes = [int(n) for n in sizes]
+        self.continuous = int(continuous)
+        self.num_logits = sum(self.sizes)
+        self.width = self.num_logits + 2 * self.continuous  # of the action parameters
 
-    def split(self, logits: torch.Tensor):
-        return [torch.log_softmax(x, -1) for x in logits.split(self.sizes, -1)]
+    def split(self, params: torch.Tensor):
+        """Each discrete head's log-probabilities (none when there are no discrete heads)."""
+        logits = params[..., : self.num_logits] if self.continuous else params
+        return [torch.log_softmax(x, -1) for x in logits.split(self.sizes, -1)] if self.sizes else []
 
-    def sample(self, logits: torch.Tensor, uniforms: torch.Tensor | None = None) -> torch.Tensor:
-        """One action per head: [..., heads] int64 (Gumbel-max, any batch shape). uniforms: the
-        U(0,1) draws to use, shaped like logits (sampler.mode=deterministic: drawn per env from
-        the env's own stream); None: torch's generator of this process."""
+    def gaussian(self, params: torch.Tensor):
+        """(means, log-stds) of the continuous dims."""
+        n, d = self.num_logits, self.continuous
+        return params[..., n : n + d], params[..., n + d :]
+
+    def sample(self, params: torch.Tensor, uniforms: torch.Tensor | None = None) -> torch.Tensor:
+        """One action per head and dim: [..., heads + dims] float32 (any batch shape). uniforms: the
+        U(0,1) draws to use, [..., sum(sizes) + dims] (sampler.mode=deterministic: drawn per env
+        from the env's own stream); None: torch's generator of this process. A discrete head takes
+        the Gumbel-max of its logits; a continuous dim mean + std * z with z = ndtri(u), the
+        inverse normal CDF, so one uniform per dim decides it."""
+        out = []
+        n = self.num_logits
+        if self.sizes:
+            u_logits = None if uniforms is None else (uniforms[..., :n] if self.continuous else uniforms)
+            out.append(self._gumbel_max(self.split(params), u_logits).to(torch.float32))
+        if self.continuous:
+            mean, log_std = self.gaussian(params)
+            if uniforms is None:
+                z = torch.randn_like(mean)
+            else:  # ndtri(0) and ndtri(1) are infinite
+                z = torch.special.ndtri(uniforms[..., n:].to(mean.dtype).clamp(1e-6, 1.0 - 1e-6))
+            out.append(mean + log_std.exp() * z)
+        return out[0] if len(out) == 1 else torch.cat(out, -1)
+
+    def _gumbel_max(self, split, uniforms: torch.Tensor | None) -> torch.Tensor:
+        """[..., heads] int64: each discrete head's Gumbel-max sample."""
         out = []
         u_heads = uniforms.split(self.sizes, -1) if uniforms is not None else [None] * len(self.sizes)
-        for logp, u in zip(self.split(logits), u_heads):
+        for logp, u in zip(split, u_heads):
             u = (torch.rand_like(logp) if u is None else u.to(logp.dtype)).clamp(1e-10, 1.0)
             out.append((logp - torch.log(-torch.log(u))).argmax(-1))
         return torch.stack(out, -1)
 
-    def greedy(self, logits: torch.Tensor) -> torch.Tensor:
-        return torch.stack([logp.argmax(-1) for logp in self.split(logits)], -1)
+    def greedy(self, params: torch.Tensor) -> torch.Tensor:
+        """Each discrete head's most likely action and each continuous dim's mean."""
+        out = []
+        if self.sizes:
+            out.append(torch.stack([logp.argmax(-1) for logp in self.split(params)], -1).to(torch.float32))
+        if self.continuous:
+            out.append(self.gaussian(params)[0])
+        return out[0] if len(out) == 1 else torch.cat(out, -1)
 
-    def log_prob(self, logits: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        return self._log_prob(self.split(logits), actions)
+    def log_prob(self, params: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        return self.log_prob_and_entropy(params, actions)[0]
 
-    def entropy(self, logits: torch.Tensor) -> torch.Tensor:
-        return self._entropy(self.split(logits))
+    def entropy(self, params: torch.Tensor) -> torch.Tensor:
+        parts = []
+        if self.sizes:
+            parts.append(self._entropy(self.split(params)))
+        if self.continuous:
+            parts.append(_gaussian_entropy(self.gaussian(params)[1]))
+        return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
-    def log_prob_and_entropy(self, logits: torch.Tensor, actions: torch.Tensor):
-        """Both from one log-softmax per head (the learner needs both)."""
-        split = self.split(logits)
-        return self._log_prob(split, actions), self._entropy(split)
+    def log_prob_and_entropy(self, params: torch.Tensor, actions: torch.Tensor):
+        """Both from one log-softmax per discrete head (the learner needs both)."""
+        logp, entropy = [], []
+        if self.sizes:
+            split = self.split(params)
+            logp.append(self._log_prob(split, actions))
+            entropy.append(self._entropy(split))
+        if self.continuous:
+            mean, log_std = self.gaussian(params)
+            logp.append(_gaussian_log_prob(mean, log_std, actions[..., len(self.sizes) :]))
+            entropy.append(_gaussian_entropy(log_std))
+        if len(logp) == 1:
+            return logp[0], entropy[0]
+        return logp[0] + logp[1], entropy[0] + entropy[1]
 
     @staticmethod
     def _log_prob(split, actions: torch.Tensor) -> torch.Tensor:
-        parts = [logp.gather(-1, actions[..., i : i + 1]).squeeze(-1) for i, logp in enumerate(split)]
+        # actions are float32 in the buffers: indices go back to int64 for gather (a no-op on int64)
+        parts = [logp.gather(-1, actions[..., i : i + 1].long()).squeeze(-1) for i, logp in enumerate(split)]
         return torch.stack(parts, 0).sum(0)
 
     @staticmethod
     def _entropy(split) -> torch.Tensor:
         return torch.stack([-(logp.exp() * logp).sum(-1) for logp in split], 0).sum(0)
+
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+def _gaussian_log_prob(mean: torch.Tensor, log_std: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """Summed over dims: the Normal log-density, written with the log-std (torch.distributions.Normal's
+    formula with var = exp(2 log std); equal to float rounding)."""
+    var = (2 * log_std).exp()
+    return (-((actions - mean) ** 2) / (2 * var) - log_std - _HALF_LOG_2PI).sum(-1)
+
+
+def _gaussian_entropy(log_std: torch.Tensor) -> torch.Tensor:
+    """Summed over dims: each Normal's entropy, 1/2 + 1/2 log(2 pi) + log std."""
+    return (0.5 + _HALF_LOG_2PI + log_std).sum(-1)
 
 
 class ActorCritic(nn.Module):
@@ -258,9 +331,17 @@ class ActorCritic(nn.Module):
         else:
             self.core, self.state_size = None, 1
         out = hidden if self.recurrent else width
-        self.heads = ActionHeads(spec.action_heads)
-        self.actor = nn.Linear(out, sum(self.heads.sizes))
+        self.heads = ActionHeads(spec.action_heads, spec.continuous)
+        # the discrete heads' logits, then the continuous dims' means
+        self.actor = nn.Linear(out, self.heads.num_logits + spec.continuous)
         self.critic = nn.Linear(out, 1)
+        # Continuous dims: a learned log-std per dim that does not depend on the state, 0 at the
+        # start (std 1: Sample Factory's default, and CleanRL's); none without continuous dims, so
+        # a discrete model's parameters (and checksums) are what they were
+        if spec.continuous:
+            self.action_log_std = nn.Parameter(torch.zeros(spec.continuous))
+        else:
+            self.register_parameter("action_log_std", None)
         self.apply(_init)
         # Convolutions in channels-last layout (weights here, activations in _features): oneDNN's
         # CPU kernels ran the simplified encoder's forward + backward 22% faster that way here
@@ -287,18 +368,26 @@ class ActorCritic(nn.Module):
         return h, torch.cat([h, c], -1)
 
     def step(self, obs: torch.Tensor, meas: torch.Tensor, state: torch.Tensor):
-        """One step for a batch of envs: (logits, value, new recurrent state)."""
+        """One step for a batch of envs: (action parameters, value, new recurrent state)."""
         x = self._features(obs, meas)
         if self.recurrent:
             x, state = self._core(x, state)
-        # logits and values in fp32 whatever the autocast precision: the importance ratio of the
-        # policy worker's and the learner's log-probs must not pick up rounding noise
-        return self.actor(x).float(), self.critic(x).squeeze(-1).float(), state.float()
+        # action parameters and values in fp32 whatever the autocast precision: the importance ratio
+        # of the policy worker's and the learner's log-probs must not pick up rounding noise
+        return self._action_params(x), self.critic(x).squeeze(-1).float(), state.float()
+
+    def _action_params(self, x: torch.Tensor) -> torch.Tensor:
+        """The actor's output as ActionHeads reads it: logits and means, then the log-stds repeated
+        for every row (one tensor for the policy worker, the learner and their log-probs)."""
+        out = self.actor(x).float()
+        if self.action_log_std is None:
+            return out
+        return torch.cat([out, self.action_log_std.float().expand(*out.shape[:-1], -1)], -1)
 
     def unroll(self, obs: torch.Tensor, meas: torch.Tensor, state0: torch.Tensor, dones: torch.Tensor):
         """BPTT over trajectories. obs [B, T+1, ...], meas [B, T+1, M], state0 [B, S], dones [B, T]
-        (done after step t). Returns logits [B, T+1, sum(heads)] and values [B, T+1]; step T
-        only serves the bootstrap value."""
+        (done after step t). Returns action parameters [B, T+1, heads.width] and values [B, T+1];
+        step T only serves the bootstrap value."""
         b, t1 = obs.shape[:2]
         x = self._features(obs.reshape(b * t1, *obs.shape[2:]), meas.reshape(b * t1, -1)).view(b, t1, -1)
         if self.core_kind == "gru":
@@ -312,7 +401,7 @@ class ActorCritic(nn.Module):
                 if t < t1 - 1:
                     state = state * keep[:, t : t + 1]  # a new episode starts from a zero state
             x = torch.stack(outs, 1)
-        return self.actor(x).float(), self.critic(x).squeeze(-1).float()
+        return self._action_params(x), self.critic(x).squeeze(-1).float()
 
     def _gru_unroll(self, x: torch.Tensor, h: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
         """nn.GRUCell's equations over [B, T+1, F] inputs, with the input projection of every step

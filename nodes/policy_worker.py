@@ -37,9 +37,9 @@ PASS_ROWS = 4
 
 class Staging:
     """One env per row: [obs bytes | measurements, hidden state as float32 bytes] in, and
-    [actions, log-prob, value, new hidden state] as float32 out; both pinned on a GPU, so each
-    direction is one asynchronous copy. Works on the CPU too (tests compare it with the direct
-    path there)."""
+    [actions, log-prob, value, new hidden state] as float32 out (the buffers' actions are float32);
+    both pinned on a GPU, so each direction is one asynchronous copy. Works on the CPU too (tests
+    compare it with the direct path there)."""
 
     def __init__(self, buffers, device: torch.device, max_batch: int):
         self.buffers, self.device = buffers, device
@@ -47,11 +47,11 @@ class Staging:
         self.obs_bytes = math.prod(self.obs_shape) * buffers.obs.element_size()
         self.obs_pad = -self.obs_bytes % 4  # float32 views need 4-byte alignment
         self.meas_size, self.h_size = buffers.meas.shape[-1], buffers.env_h.shape[-1]
-        self.heads = buffers.actions.shape[-1]
+        self.action_width = buffers.actions.shape[-1]
         row_in = self.obs_bytes + self.obs_pad + 4 * (self.meas_size + self.h_size)
         pin = device.type == "cuda"
         self.host_in = torch.empty(max_batch, row_in, dtype=torch.uint8, pin_memory=pin)
-        self.host_out = torch.empty(max_batch, self.heads + 2 + self.h_size, pin_memory=pin)
+        self.host_out = torch.empty(max_batch, self.action_width + 2 + self.h_size, pin_memory=pin)
         steps = buffers.obs.shape[0] * buffers.obs.shape[1]
         self.flat_obs = buffers.obs.view(steps, *self.obs_shape)  # [S*(T+1), ...]
         self.flat_meas = buffers.meas.view(steps, self.meas_size)
@@ -83,8 +83,8 @@ class Staging:
         out.copy_(packed, non_blocking=True)
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
-        k = self.heads
-        return out[:, :k].long(), out[:, k], out[:, k + 1], out[:, k + 2 :]
+        k = self.action_width
+        return out[:, :k], out[:, k], out[:, k + 1], out[:, k + 2 :]
 
 
 class Inference:
@@ -110,7 +110,7 @@ class Inference:
         """(actions, log-probs, values, new states) of one batch."""
         with self.autocast():
             logits, values, h_new = self.model.step(obs, meas, h)
-        actions = self.model.heads.sample(logits, uniforms)  # [B, heads]
+        actions = self.model.heads.sample(logits, uniforms)  # [B, heads + continuous dims] float32
         return actions, self.model.heads.log_prob(logits, actions), values, h_new
 
     def _fixed_passes(self, env_ids: torch.Tensor):

@@ -19,7 +19,7 @@ import numpy as np
 from nodes import seeds
 from nodes.buffers import env_groups
 from nodes.config import in_rounds
-from nodes.envs import env_spec, make_envs, private_workdir
+from nodes.envs import action_converter, env_spec, make_envs, private_workdir
 from nodes.population import Assignment
 from nodes.profile import ROLLOUT, Clock, rollout_row
 
@@ -44,7 +44,7 @@ class GroupStepper:
         self.obs = buffers.obs.numpy()
         self.meas = buffers.meas.numpy()
         self.has_meas = self.meas.shape[-1] > 0  # then envs return (pixels, measurements)
-        self.one_head = buffers.actions.shape[-1] == 1  # then envs take a plain int
+        self.env_action = action_converter(envs[0].spec)  # a buffer row -> what env.step takes
         self.actions = buffers.actions.numpy()
         self.rewards = buffers.rewards.numpy()
         self.dones = buffers.dones.numpy()
@@ -123,7 +123,7 @@ class GroupStepper:
             slot, t = int(self.env_slot[e]), int(self.env_t[e])
             action = self.actions[slot, t]
             self.clock(ENV_STEP)
-            obs, reward, done, info = self.envs[i].step(int(action[0]) if self.one_head else action)
+            obs, reward, done, info = self.envs[i].step(self.env_action(action))
             self.clock(BOOKKEEPING)
             self.rewards[slot, t] = self.train_reward(e, reward, info) * self.scale
             self.dones[slot, t] = done
@@ -217,7 +217,7 @@ class GroupStepper:
         self.clock(ENV_STEP)
         for e in self.groups[g]:
             action = self.actions[int(self.env_slot[e]), int(self.env_t[e])]
-            self.envs[e - self.w * self.k].submit(int(action[0]) if self.one_head else action.tolist())
+            self.envs[e - self.w * self.k].submit(self.env_action(action))
         self.clock(BOOKKEEPING)
 
     def begin_slot(self, e: int, slot: int, obs) -> None:
@@ -303,19 +303,30 @@ def _simulate(cfg, seed: int, worker: int, envs, buffers, control) -> None:
 
     for env, slot in zip(envs, slots):
         write(slot, env.reset())
-    sizes = np.array(spec.action_heads)
+    env_action = action_converter(spec)
     clock = Clock(control.profile.numpy()[rollout_row(cfg.sampler.num_policy_workers, worker)])
     while not control.stop[0]:
-        actions = (rng.random((len(envs), len(sizes))) * sizes).astype(np.int64)
+        actions = [env_action(row) for row in random_rows(spec, rng, len(envs))]
         if hasattr(envs[0], "submit"):  # agents of matches: every action of a match first
             clock(ENV_STEP)
             for env, a in zip(envs, actions):
-                env.submit(int(a[0]) if len(sizes) == 1 else a.tolist())
+                env.submit(a)
         for env, slot, a in zip(envs, slots, actions):
             clock(ENV_STEP)
-            obs, _, done, info = env.step(int(a[0]) if len(sizes) == 1 else a)
+            obs, _, done, info = env.step(a)
             if done and info.get("episode_end", True):
                 obs = env.reset()
             clock(BOOKKEEPING)
             write(slot, obs)
         steps[worker] += len(envs)
+
+
+def random_rows(spec, rng: np.random.Generator, n: int) -> np.ndarray:
+    """n uniformly random actions as buffer rows: each discrete head's action uniform over its
+    range, each continuous dim uniform between its bounds."""
+    sizes = np.array(spec.action_heads)
+    rows = (rng.random((n, len(sizes))) * sizes).astype(np.int64)
+    if not spec.continuous:
+        return rows
+    dims = rng.uniform(spec.action_low, spec.action_high, (n, spec.continuous)).astype(np.float32)
+    return np.concatenate([rows.astype(np.float32), dims], 1)

@@ -31,7 +31,7 @@ def _batch(spec, cfg, model, device):
         return (torch.randint(0, 255, shape) if dtype == torch.uint8 else torch.rand(shape)).to(dtype)
     batch = SlotBatch(
         obs=rand(s, t + 1, *spec.obs_shape, dtype=torch.uint8), meas=rand(s, t + 1, spec.meas_size),
-        actions=torch.zeros(s, t, spec.num_heads, dtype=torch.int64), logp=-rand(s, t), values=rand(s, t),
+        actions=torch.zeros(s, t, spec.action_width), logp=-rand(s, t), values=rand(s, t),
         rewards=rand(s, t), dones=torch.zeros(s, t, dtype=torch.bool),
         versions=torch.zeros(s, t, dtype=torch.int64), h0=torch.zeros(s, model.state_size))
     if device != "cpu":  # what SlotBatch.to does for an accelerator, but to `meta` (no data)

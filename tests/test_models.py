@@ -92,17 +92,19 @@ def test_multi_head_distribution_is_a_product_of_heads():
     torch.manual_seed(2)
     logits = torch.randn(5, 9)
     actions = heads.sample(logits)
-    assert actions.shape == (5, 3)
+    assert actions.shape == (5, 3) and actions.dtype == torch.float32  # the buffers' dtype; exact small integers
+    assert torch.equal(actions, actions.round())
     for i, n in enumerate(heads.sizes):
         assert int(actions[:, i].min()) >= 0 and int(actions[:, i].max()) < n
     parts = logits.split([3, 2, 4], -1)
-    manual = sum(torch.log_softmax(p, -1).gather(1, actions[:, i:i + 1]).squeeze(1) for i, p in enumerate(parts))
+    index = actions.long()
+    manual = sum(torch.log_softmax(p, -1).gather(1, index[:, i:i + 1]).squeeze(1) for i, p in enumerate(parts))
     assert torch.allclose(heads.log_prob(logits, actions), manual)
     ent = sum(torch.distributions.Categorical(logits=p).entropy() for p in parts)
     assert torch.allclose(heads.entropy(logits), ent, atol=1e-6)
     # sampling follows the probabilities of each head independently
     big = torch.tensor([[2.0, 0.0, -1.0, 0.5, -0.5, 0.0, 1.0, -2.0, 0.3]]).repeat(20000, 1)
-    freq = torch.bincount(heads.sample(big)[:, 0], minlength=3).float() / 20000
+    freq = torch.bincount(heads.sample(big)[:, 0].long(), minlength=3).float() / 20000
     assert torch.allclose(freq, torch.softmax(big[0, :3], 0), atol=0.015)
 
 

@@ -15,6 +15,8 @@ from nodes.rollout_worker import GroupStepper
 
 
 class CountingEnv:
+    spec = EnvSpec((3,), np.float32, (2,))  # one discrete head: step() takes an int
+
     def __init__(self, episode_len):
         self.n, self.t, self.episode_len = 0, 0, episode_len
         self.actions = []
@@ -59,8 +61,7 @@ def make(double_buffered=True, k=4, rollout=3, episode_len=100, hidden=2, mode="
                   f"sampler.double_buffered={double_buffered}", f"sampler.rollout={rollout}",
                   f"sampler.batch_size={rollout}", "env.reward_scale=0.5", f"sampler.num_slots={4 * k}",
                   f"sampler.mode={mode}")
-    spec = EnvSpec((3,), np.float32, (2,))
-    buffers = allocate(spec, cfg.sampler, hidden)
+    buffers = allocate(CountingEnv.spec, cfg.sampler, hidden)
     ch = SimpleNamespace(requests=ListQueue(), trajectories=[ListQueue()], free_slots=ListQueue(), reports=ListQueue())
     ch.free_slots.items = list(range(buffers.num_slots))
     envs = [CountingEnv(episode_len) for _ in range(k)]

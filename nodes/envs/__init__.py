@@ -1,11 +1,14 @@
 """Env registry: the one place that maps `env.family` to a wrapper.
 
 Every wrapper has the same small interface, used by the rollout workers and launch.enjoy:
-    spec                      EnvSpec (observation shape/dtype, action heads, measurements)
+    spec                      EnvSpec (observation shape/dtype, action heads and dims, measurements)
     reset() -> obs            numpy array of spec.obs_shape / spec.obs_dtype; for an env with
                               measurements (spec.meas_size > 0) a pair (pixels, float32 vector)
     step(action) -> (obs, reward, done, info)
-        action   an int for a one-head env, a sequence of ints (one per head) otherwise
+        action   what `action_converter(spec)` makes of the policy's row: an int for one discrete
+                 head, an int64 array (one per head) for several; for continuous dims (a Box) a
+                 float32 array of spec.continuous unbounded values, clipped to the bounds by the
+                 wrapper; a (discrete int64 array, continuous float32 array) pair for both
         reward   the unscaled game reward (what is logged as the episode score)
         done     the trajectory ends here for training (no bootstrap across it)
         info     NO_INFO, or a dict that may hold
@@ -32,9 +35,11 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from nodes.errors import ConfigError
 
@@ -45,14 +50,50 @@ class EnvSpec:
     obs_dtype: Any  # numpy dtype: uint8 for pixels, float32 for vectors
     action_heads: tuple[int, ...]  # one discrete head per entry, its number of actions
     meas_size: int = 0  # length of the measurements vector (game variables); 0 = none
+    # Continuous action dims (a Box action space), after the discrete heads: their bounds, one
+    # entry per dim (() = none). The policy samples unbounded values; the wrapper clips to these,
+    # and random actions are uniform between them.
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
 
     @property
     def num_heads(self) -> int:
+        """Discrete heads."""
         return len(self.action_heads)
+
+    @property
+    def continuous(self) -> int:
+        """Continuous action dims."""
+        return len(self.action_low)
+
+    @property
+    def action_width(self) -> int:
+        """Entries of one step's action in the buffers: one per discrete head, one per continuous dim."""
+        return self.num_heads + self.continuous
+
+    @property
+    def uniform_width(self) -> int:
+        """U(0,1) draws that decide one step's action (sampler.mode=deterministic): one per action of
+        each discrete head (Gumbel-max), one per continuous dim (inverse normal CDF)."""
+        return sum(self.action_heads) + self.continuous
 
     @property
     def is_image(self) -> bool:
         return len(self.obs_shape) == 3
+
+
+def action_converter(spec: EnvSpec) -> Callable[[np.ndarray], Any]:
+    """row (one step's action as the buffers hold it: float32, discrete heads then continuous dims)
+    -> what the env's step() takes (the interface above). Discrete actions are small integers,
+    exact in float32."""
+    heads = spec.num_heads
+    if not spec.continuous:
+        if heads == 1:
+            return lambda row: int(row[0])
+        return lambda row: np.asarray(row).astype(np.int64)
+    if not heads:
+        return lambda row: np.array(row, dtype=np.float32)  # a copy: the row is shared memory
+    return lambda row: (np.asarray(row[:heads]).astype(np.int64), np.array(row[heads:], dtype=np.float32))
 
 
 NO_INFO: dict = {}  # shared, never mutated: most steps carry no extra information

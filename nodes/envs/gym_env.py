@@ -1,4 +1,15 @@
-"""Any gymnasium env with a flat Box observation and a Discrete action space (fast tests)."""
+"""Any gymnasium env with a flat Box observation and a Discrete or a flat Box action space: the
+fast test envs, classic control (CartPole, Pendulum) and the MuJoCo tasks (env=mujoco_*).
+
+A Box action space is spec.continuous Gaussian dims (nodes.models.ActionHeads). The policy
+samples unbounded values; step() clips them to the Box's bounds before the env sees them, and
+the learner's log-prob stays that of the unclipped sample, as in Sample Factory and CleanRL (a
+squashed or clip-aware distribution would change the log-prob; this keeps it a plain Normal's).
+
+Gymnasium's `truncated` (a time limit, e.g. a MuJoCo task's 1,000 steps) is treated as
+termination: the trajectory is done there and the value of the state it was cut at is not
+bootstrapped.
+"""
 from __future__ import annotations
 
 import importlib
@@ -6,7 +17,10 @@ import importlib
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec
-from nodes.errors import ConfigError
+from nodes.errors import ConfigError, one_line
+
+# the extra that installs what an env's entry point needs, by the package the entry point is in
+EXTRAS = {"gymnasium.envs.mujoco": "mujoco"}
 
 
 def check(env_cfg) -> None:
@@ -26,34 +40,69 @@ def check(env_cfg) -> None:
         raise ConfigError(f"env=gym supports flat vector observations, '{env_cfg.id}' has shape {s.obs_shape}")
 
 
-def spec(env_cfg) -> EnvSpec:
+def _make(env_cfg):
+    """gym.make, a missing package (MuJoCo's, Box2D's, ...) refused in one line naming the install."""
     import gymnasium as gym
-    env = gym.make(env_cfg.id)
     try:
-        if not isinstance(env.action_space, gym.spaces.Discrete):
-            raise ConfigError(f"env=gym supports Discrete action spaces, '{env_cfg.id}' has {env.action_space}")
-        return EnvSpec(tuple(env.observation_space.shape), np.float32, (int(env.action_space.n),))
+        return gym.make(env_cfg.id)
+    except (ImportError, gym.error.DependencyNotInstalled) as exc:
+        entry = str(getattr(gym.spec(env_cfg.id), "entry_point", ""))
+        extra = next((x for pkg, x in EXTRAS.items() if entry.startswith(pkg)), None)
+        hint = f"; pip install 'distrl[{extra}]'" if extra else ""
+        raise ConfigError(f"env.id '{env_cfg.id}' needs a package that is not installed here "
+                          f"({one_line(exc)}){hint}") from None
+
+
+def spec(env_cfg) -> EnvSpec:
+    env = _make(env_cfg)
+    try:
+        return _spec_of(env_cfg.id, env)
     finally:
         env.close()
 
 
+def _spec_of(env_id: str, env) -> EnvSpec:
+    return EnvSpec(tuple(env.observation_space.shape), np.float32, **_actions(env_id, env.action_space))
+
+
+def _actions(env_id: str, space) -> dict:
+    """EnvSpec's action fields for a Discrete (one head) or a flat Box (continuous dims) action space."""
+    import gymnasium as gym
+    if isinstance(space, gym.spaces.Discrete):
+        return dict(action_heads=(int(space.n),))
+    if not isinstance(space, gym.spaces.Box):
+        raise ConfigError(f"env=gym supports Discrete and Box action spaces, '{env_id}' has {space}")
+    if len(space.shape) != 1:
+        raise ConfigError(f"env=gym supports flat Box action spaces, '{env_id}' has shape {space.shape}")
+    if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+        # random actions are uniform between the bounds, and the policy's samples are clipped to them
+        raise ConfigError(f"env=gym needs finite Box action bounds, '{env_id}' has {space}")
+    return dict(action_heads=(), action_low=tuple(float(x) for x in space.low),
+                action_high=tuple(float(x) for x in space.high))
+
+
 class GymEnv:
     def __init__(self, env_cfg, seed: int):
-        import gymnasium as gym
-        self.env = gym.make(env_cfg.id)
-        self.spec = spec(env_cfg)
+        self.env = _make(env_cfg)
+        self.spec = _spec_of(env_cfg.id, self.env)
         self.frameskip = env_cfg.frameskip
         self._seed = seed
+        # a Box: the bounds the policy's unbounded samples are clipped to; None: Discrete
+        self.bounds = None
+        if self.spec.continuous:
+            self.bounds = (np.array(self.spec.action_low, np.float32), np.array(self.spec.action_high, np.float32))
 
     def reset(self) -> np.ndarray:
         obs, _ = self.env.reset(seed=self._seed)
         self._seed = None  # seed the first episode only; later ones follow the env's own RNG
         return obs
 
-    def step(self, action: int):
+    def step(self, action):
+        """action: an int (Discrete) or a float32 array of spec.continuous values (Box), clipped here."""
+        action = int(action) if self.bounds is None else np.clip(action, *self.bounds)
         total = 0.0
         for _ in range(self.frameskip):
-            obs, reward, terminated, truncated, _ = self.env.step(int(action))
+            obs, reward, terminated, truncated, _ = self.env.step(action)
             total += float(reward)
             if terminated or truncated:
                 break
