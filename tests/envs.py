@@ -74,3 +74,39 @@ class SlowOnRank1Bandit(SignBandit):
 
 
 gym.register("SlowOnRank1Bandit-v0", entry_point=SlowOnRank1Bandit)
+
+
+class BoxRecorder(gym.Env):
+    """Two continuous action dims in [-1, 1] x [0, 2]; keeps the last action it was given (the
+    wrapper's clipping is visible there). Reward -|a - obs[:2]|, 8-step episodes."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+    action_space = gym.spaces.Box(np.array([-1.0, 0.0], np.float32), np.array([1.0, 2.0], np.float32))
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.last_action = 0, None
+        self.obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return self.obs, {}
+
+    def step(self, action):
+        self.last_action = np.array(action)
+        reward = -float(np.abs(self.last_action - self.obs[:2]).sum())
+        self.t += 1
+        self.obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return self.obs, reward, self.t >= 8, False, {}
+
+
+gym.register("BoxRecorder-v0", entry_point=BoxRecorder)
+
+
+def _with_actions(name, space):
+    """SignBandit with another action space: env=gym refuses these in one line."""
+    cls = type(name, (SignBandit,), {"action_space": space})
+    gym.register(f"{name}-v0", entry_point=cls)
+
+
+_with_actions("DictActions", gym.spaces.Dict({"move": gym.spaces.Discrete(3), "turn": gym.spaces.Discrete(2)}))
+_with_actions("MultiBinaryActions", gym.spaces.MultiBinary(3))
+_with_actions("SquareBoxActions", gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32))
+_with_actions("UnboundedBoxActions", gym.spaces.Box(-np.inf, np.inf, (2,), np.float32))

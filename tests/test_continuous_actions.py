@@ -1,0 +1,154 @@
+"""Continuous (Gaussian) actions in-process: the distribution against torch's Normal, sampling from
+given uniforms, the log-std's gradient, the discrete path unchanged beside continuous dims, the
+float32 buffers' round trip through the policy worker's writes, and the env wrapper's clipping."""
+import numpy as np
+import pytest
+import torch
+from helpers import compose
+
+from nodes.buffers import SlotBatch, allocate
+from nodes.envs import EnvSpec, action_converter, check_env_config, make_env
+from nodes.errors import ConfigError
+from nodes.models import ActionHeads, ActorCritic
+from nodes.policy_worker import Inference
+from nodes.rollout_worker import random_rows
+
+MEAN = torch.tensor([[0.5, -1.0, 2.0], [0.0, 0.3, -0.7]])
+LOG_STD = torch.tensor([[-0.5, 0.0, 0.7]]).expand(2, -1)
+ACTIONS = torch.tensor([[0.1, -2.0, 3.5], [1.2, 0.3, -0.2]])
+BOX = EnvSpec((4,), np.float32, (), action_low=(-1.0, 0.0), action_high=(1.0, 2.0))
+MIXED = EnvSpec((4,), np.float32, (3, 2), action_low=(-1.0, -1.0), action_high=(1.0, 1.0))
+
+
+def test_log_prob_and_entropy_are_torch_normals_summed_over_dims():
+    heads = ActionHeads((), 3)
+    params = torch.cat([MEAN, LOG_STD], -1)
+    normal = torch.distributions.Normal(MEAN, LOG_STD.exp())
+    torch.testing.assert_close(heads.log_prob(params, ACTIONS), normal.log_prob(ACTIONS).sum(-1))
+    torch.testing.assert_close(heads.entropy(params), normal.entropy().sum(-1))
+    logp, entropy = heads.log_prob_and_entropy(params, ACTIONS)
+    assert torch.equal(logp, heads.log_prob(params, ACTIONS)) and torch.equal(entropy, heads.entropy(params))
+
+
+def test_sampling_from_uniforms_is_mean_plus_std_times_ndtri_and_greedy_is_the_mean():
+    heads = ActionHeads((), 3)
+    params = torch.cat([MEAN, LOG_STD], -1)
+    u = torch.tensor([[0.5, 0.975, 0.1], [0.0, 1.0, 0.3]])
+    a = heads.sample(params, u)
+    assert a.dtype == torch.float32 and a.shape == (2, 3)
+    assert torch.equal(a[0], MEAN[0] + LOG_STD[0].exp() * torch.special.ndtri(u[0]))
+    assert a[0, 0] == MEAN[0, 0]  # the median
+    assert torch.isfinite(a).all()  # u of exactly 0 and 1 are clamped away from the infinite tails
+    assert torch.equal(heads.greedy(params), MEAN)
+    # without uniforms: torch's generator (the same seed, the same draws)
+    torch.manual_seed(0)
+    first = heads.sample(params)
+    torch.manual_seed(0)
+    assert torch.equal(first, heads.sample(params)) and not torch.equal(first, MEAN)
+
+
+def test_mixed_heads_keep_the_discrete_path_and_add_the_gaussian_dims():
+    """Discrete heads (3, 2) and 2 continuous dims: the discrete actions equal a discrete-only
+    ActionHeads' on the same logits and uniforms; log-probs and entropies add up."""
+    torch.manual_seed(1)
+    logits, mean, log_std = torch.randn(4, 5), torch.randn(4, 2), torch.randn(4, 2) * 0.3
+    u = torch.rand(4, 7)
+    mixed, discrete, gaussian = ActionHeads((3, 2), 2), ActionHeads((3, 2)), ActionHeads((), 2)
+    params = torch.cat([logits, mean, log_std], -1)
+    a = mixed.sample(params, u)
+    assert a.shape == (4, 4)
+    assert torch.equal(a[:, :2], discrete.sample(logits, u[:, :5]))
+    assert torch.equal(a[:, 2:], gaussian.sample(torch.cat([mean, log_std], -1), u[:, 5:]))
+    g = torch.cat([mean, log_std], -1)
+    torch.testing.assert_close(mixed.log_prob(params, a),
+                               discrete.log_prob(logits, a[:, :2]) + gaussian.log_prob(g, a[:, 2:]))
+    torch.testing.assert_close(mixed.entropy(params), discrete.entropy(logits) + gaussian.entropy(g))
+    assert torch.equal(mixed.greedy(params)[:, 2:], mean)
+    assert [x.shape[-1] for x in mixed.split(params)] == [3, 2]
+
+
+def test_the_log_std_is_a_parameter_the_loss_moves_and_discrete_models_have_none():
+    cfg = compose("model=feedforward").model
+    torch.manual_seed(0)
+    model = ActorCritic(BOX, cfg)
+    assert model.actor.out_features == 2 and torch.equal(model.action_log_std, torch.zeros(2))
+    assert "action_log_std" in model.state_dict()  # in every checkpoint and weights hand-off
+    obs = torch.randn(6, 4)
+    params, _, _ = model.step(obs, torch.zeros(6, 0), torch.zeros(6, model.state_size))
+    assert params.shape == (6, 4) and torch.equal(params[:, 2:], torch.zeros(6, 2))
+    logp, entropy = model.heads.log_prob_and_entropy(params, torch.randn(6, 2))
+    (-(logp.mean() + 0.1 * entropy.mean())).backward()
+    assert model.action_log_std.grad is not None and model.action_log_std.grad.abs().min() > 0
+    discrete = ActorCritic(EnvSpec((4,), np.float32, (3,)), cfg)
+    assert discrete.action_log_std is None and "action_log_std" not in discrete.state_dict()
+    assert discrete.actor.out_features == 3
+
+
+@pytest.mark.parametrize("spec", [BOX, MIXED], ids=["box", "mixed"])
+@pytest.mark.parametrize("staged", [False, True], ids=["direct", "staged"])
+def test_policy_worker_writes_actions_the_learner_reads_back_unchanged(spec, staged):
+    """Deterministic mode on a pure Box and a mixed spec: the policy worker's write (directly, and
+    through the staging rows a GPU uses) holds the action its uniforms decide, float32; a learner
+    batch copied out holds the same, and its log-prob is the one the worker stored."""
+    cfg = compose("env=gym", "model=feedforward", "sampler.num_workers=1", "sampler.envs_per_worker=4",
+                  "sampler.rollout=3", "sampler.mode=deterministic")
+    torch.manual_seed(0)
+    model = ActorCritic(spec, cfg.model).eval()
+    buffers = allocate(spec, cfg.sampler, model.state_size)
+    assert buffers.actions.dtype == torch.float32 and buffers.actions.shape[-1] == spec.action_width
+    assert buffers.uniforms.shape[-1] == spec.uniform_width
+    g = torch.Generator().manual_seed(3)
+    buffers.obs.copy_(torch.randn(buffers.obs.shape, generator=g))
+    buffers.uniforms.copy_(torch.rand(buffers.uniforms.shape, generator=g))
+    buffers.env_slot.copy_(torch.tensor([0, 1, 2, 3]))
+    for t in range(3):
+        buffers.env_t.fill_(t)
+        Inference(model, buffers, torch.device("cpu"), staged=staged)(torch.arange(4), version=1)
+    with torch.no_grad():
+        params, _ = model.unroll(buffers.obs[:4], buffers.meas[:4], buffers.h0[:4], buffers.dones[:4])
+        expected = model.heads.sample(params[:, :-1], buffers.uniforms[:4])
+    torch.testing.assert_close(buffers.actions[:4], expected)
+    batch = SlotBatch.copy_slots(buffers, [0, 1, 2, 3])
+    assert torch.equal(batch.actions, buffers.actions[:4])
+    with torch.no_grad():
+        torch.testing.assert_close(model.heads.log_prob(params[:, :-1], batch.actions), batch.logp)
+
+
+def test_env_actions_and_random_rows():
+    box_row = np.array([0.25, 3.0], np.float32)
+    a = action_converter(BOX)(box_row)
+    assert a.dtype == np.float32 and np.array_equal(a, box_row) and not np.shares_memory(a, box_row)
+    assert action_converter(EnvSpec((4,), np.float32, (3,)))(np.array([2.0], np.float32)) == 2
+    heads = action_converter(EnvSpec((4,), np.float32, (3, 2)))(np.array([2.0, 1.0], np.float32))
+    assert heads.dtype == np.int64 and heads.tolist() == [2, 1]
+    ints, dims = action_converter(MIXED)(np.array([2.0, 1.0, 0.5, -3.0], np.float32))
+    assert ints.tolist() == [2, 1] and dims.tolist() == [0.5, -3.0]
+    rows = random_rows(MIXED, np.random.default_rng(0), 500)
+    assert rows.shape == (500, 4) and set(rows[:, 0]) == {0, 1, 2} and set(rows[:, 1]) == {0, 1}
+    assert rows[:, 2:].min() >= -1 and rows[:, 2:].max() <= 1 and rows[:, 2:].std() > 0.5
+    box = random_rows(BOX, np.random.default_rng(0), 500)
+    assert box[:, 0].min() >= -1 and box[:, 1].min() >= 0 and box[:, 1].max() <= 2 and box[:, 1].max() > 1.9
+
+
+def test_the_wrapper_clips_to_the_box_and_keeps_the_policys_sample():
+    cfg = compose("env=gym", "env.id=tests.envs:BoxRecorder-v0").env
+    env = make_env(cfg, seed=0)
+    assert env.spec.action_low == (-1.0, 0.0) and env.spec.action_high == (1.0, 2.0)
+    env.reset()
+    action = np.array([5.0, -0.5], np.float32)
+    env.step(action)
+    assert env.env.unwrapped.last_action.tolist() == [1.0, 0.0]
+    assert action.tolist() == [5.0, -0.5]  # clipped into a copy: the buffer row keeps the sample
+    env.close()
+
+
+@pytest.mark.parametrize("env_id,message", [
+    ("MultiBinaryActions", "env=gym supports Discrete and Box action spaces, 'tests.envs:MultiBinaryActions-v0' has "
+                           "MultiBinary(3)"),
+    ("SquareBoxActions", "env=gym supports flat Box action spaces, 'tests.envs:SquareBoxActions-v0' has shape (2, 2)"),
+    ("UnboundedBoxActions", "env=gym needs finite Box action bounds"),
+])
+def test_unsupported_action_spaces_are_refused_in_one_line(env_id, message):
+    with pytest.raises(ConfigError) as err:
+        check_env_config(compose("env=gym", f"env.id=tests.envs:{env_id}-v0").env)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
