@@ -26,7 +26,10 @@ def initial_checksum(*overrides):
 
 def test_halfcheetah_trains_and_enjoy_plays_the_mean_action(run_dir):
     args = ["env=mujoco_halfcheetah", *SMALL]
+    mujoco_log = os.path.join(ROOT, "MUJOCO_LOG.TXT")  # where MuJoCo's own warning handler writes
+    had_log = os.path.exists(mujoco_log)
     train(run_dir, *args, "train.max_env_frames=4000", timeout=180)
+    assert had_log or not os.path.exists(mujoco_log), "MuJoCo's warnings went to a file in the working directory"
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["env_frames"] >= 4000 and s["policy_version"] >= 30
     assert s["param_checksums"][0] != initial_checksum(*args), "parameters never changed"

@@ -13,6 +13,7 @@ bootstrapped.
 from __future__ import annotations
 
 import importlib
+import logging
 
 import numpy as np
 
@@ -43,14 +44,40 @@ def check(env_cfg) -> None:
 def _make(env_cfg):
     """gym.make, a missing package (MuJoCo's, Box2D's, ...) refused in one line naming the install."""
     import gymnasium as gym
+    # gymnasium's own ids are registered at import ("module:Id" ones only once gym.make imports the module)
+    entry = str(getattr(gym.registry.get(env_cfg.id.rpartition(":")[2]), "entry_point", ""))
+    extra = next((x for pkg, x in EXTRAS.items() if entry.startswith(pkg)), None)
     try:
+        if extra == "mujoco":
+            _log_mujoco_warnings()
         return gym.make(env_cfg.id)
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
-        entry = str(getattr(gym.spec(env_cfg.id), "entry_point", ""))
-        extra = next((x for pkg, x in EXTRAS.items() if entry.startswith(pkg)), None)
         hint = f"; pip install 'distrl[{extra}]'" if extra else ""
         raise ConfigError(f"env.id '{env_cfg.id}' needs a package that is not installed here "
                           f"({one_line(exc)}){hint}") from None
+
+
+_mujoco_warnings: set[str] | None = None  # what this process has logged (None: MuJoCo's own handler)
+
+
+def _log_mujoco_warnings() -> None:
+    """Each distinct MuJoCo warning once per process, to Python logging (INFO: a rank's train.log
+    where its logging is set up, else nowhere). MuJoCo's own handler prints every warning to
+    stderr and appends it to MUJOCO_LOG.TXT in the working directory, and mujoco 3.x warns on
+    every HalfCheetah-v5 made (gymnasium's model uses a deprecated attribute): a file in the
+    directory each run starts from, and a line per env on the console."""
+    global _mujoco_warnings
+    if _mujoco_warnings is not None:
+        return
+    import mujoco
+    _mujoco_warnings = set()
+
+    def log_once(message: str) -> None:
+        if message not in _mujoco_warnings:
+            _mujoco_warnings.add(message)
+            logging.getLogger(__name__).info("mujoco: %s", message)
+
+    mujoco.set_mju_user_warning(log_once)
 
 
 def spec(env_cfg) -> EnvSpec:
