@@ -41,7 +41,7 @@ RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}"
 
 WORKDIR /opt/distrl
 COPY pyproject.toml ./
-RUN mkdir nodes sync launch && touch README.md && pip install -e ".[atari,video]"
+RUN mkdir nodes sync launch && touch README.md && pip install -e ".[atari,mujoco,video]"
 
 COPY README.md ./
 COPY conf ./conf
@@ -49,7 +49,7 @@ COPY nodes ./nodes
 COPY sync ./sync
 COPY launch ./launch
 # editable: Hydra reads conf/ next to launch/. The imports fail the build on a missing system library.
-RUN pip install --no-deps -e . && python -c "import launch.train, vizdoom, ale_py, av"
+RUN pip install --no-deps -e . && python -c "import launch.train, vizdoom, ale_py, av, mujoco"
 
 # Run directories (Hydra's output dirs) live under /runs: mount a volume there to keep them.
 WORKDIR /runs
