@@ -23,8 +23,6 @@ import queue
 import statistics
 import time
 
-import torch.multiprocessing as mp
-
 from nodes import checkpoint as ckpt
 from nodes import seeds
 from nodes.errors import WorkerFailed
@@ -131,12 +129,12 @@ class Evaluation:
         self.rounds += 1
 
     def _spawn(self) -> None:
-        from nodes.processes import no_visible_gpu, spawn
-        ctx = mp.get_context("spawn")
+        from nodes.processes import spawn, start_context
+        ctx = start_context()
         self.requests, self.results = ctx.Queue(), ctx.Queue()
-        with no_visible_gpu():  # plays on the CPU; a CUDA context would cost ~300 MB
-            self.proc = spawn(run_evaluator, "evaluator", self.process_group(), None, self.results,
-                              self.cfg, self.requests, self.results)
+        # plays on the CPU (gpu=False): a CUDA context would cost ~300 MB
+        self.proc = spawn(run_evaluator, "evaluator", self.process_group(), None, self.results,
+                          self.cfg, self.requests, self.results, gpu=False)
 
     def _collect(self, record, timeout: float | None = None) -> bool:
         """A finished round, logged; False when none came (timeout None: do not wait)."""

@@ -39,6 +39,7 @@ from nodes.membership import Membership
 from nodes.models import deterministic_kernels
 from nodes.peers import Peers, Solo
 from nodes.placement import Placement, apply, here, use_device
+from nodes.processes import ensure_fork_server
 from nodes.profile import LEARNER
 from nodes.run_record import RunRecord, members_line, to_cpu
 from nodes.run_state import RunState
@@ -84,6 +85,8 @@ class Node:
             deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals, vote=self.world > 1 or self.peers.elastic)
+        with self.signals.blocked():  # its imports run while this process makes the learners
+            ensure_fork_server()
         self.spec = env_spec(cfg.env)
         if cfg.population.size > 1:  # sampler.num_workers=auto is known only now
             need_envs_for(cfg.population.size, cfg.sampler.num_workers * cfg.sampler.envs_per_worker, cfg.env.agents)

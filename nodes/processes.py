@@ -4,6 +4,18 @@ Every worker: dies with its parent (PR_SET_PDEATHSIG), joins the janitor's proce
 the janitor can kill it and its VizDoom engine if the main process is SIGKILLed), ignores SIGINT
 (Ctrl-C reaches the main process, which stops everyone in order), uses one torch thread, and
 reports an exception's traceback on the report queue before exiting non-zero.
+
+Workers start from a fork server (multiprocessing's forkserver) that imported torch and the
+worker modules once: a spawned worker imported them itself, about a second of CPU per worker,
+paid again by every node launch (and by the test suite's few hundred launches). The node starts
+the server as it is made, so that its imports run beside the main process's own. What a spawned
+worker got from the main process at its start, a forked one gets as a spawned one did: the
+environment and working directory are sent with each start and set first (the server's are
+those of its own start), and the server is started with the stop signals blocked, a mask every
+worker inherits. A worker that must not see a GPU hides it itself (CUDA_VISIBLE_DEVICES="", read
+when CUDA is first used, which the server never does). The server exits when this process does,
+and a worker's parent is the server: PR_SET_PDEATHSIG still ends it, since the server ends with
+us (and the janitor kills the group whatever happens).
 """
 from __future__ import annotations
 
@@ -74,21 +86,29 @@ class Channels:
                    [Queue(1 << 20) for _ in range(members)], Queue(1 << 20), Queue(1 << 22))
 
 
-@contextlib.contextmanager
-def no_visible_gpu():
-    """Processes spawned inside see no GPU (CUDA_VISIBLE_DEVICES="" in their environment)."""
-    old = os.environ.get("CUDA_VISIBLE_DEVICES")
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-        else:
-            os.environ["CUDA_VISIBLE_DEVICES"] = old
+# what the fork server imports once for every worker it forks (the main module is added: a worker
+# re-runs it as __mp_main__, cheap once its imports are loaded)
+PRELOAD = ["torch", "nodes.rollout_worker", "nodes.policy_worker", "nodes.evaluation"]
 
 
-def boot_worker(pgid: int, cpu: int | None) -> None:
+def start_context():
+    """The multiprocessing context workers start from: the fork server, started on first use
+    (see the module's docstring; WorkerPool.start starts it with the signals blocked)."""
+    ctx = mp.get_context("forkserver")
+    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    ctx.set_forkserver_preload(PRELOAD + ([main] if main and main != "__main__" else []))
+    return ctx
+
+
+def ensure_fork_server() -> None:
+    """Start the fork server now, without waiting for its imports (no-op once it runs): call it
+    with the stop signals blocked."""
+    from multiprocessing import forkserver
+    start_context()
+    forkserver.ensure_running()
+
+
+def boot_worker(pgid: int, cpu: int | None, gpu: bool = True) -> None:
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # parent died before we could ask to follow it
@@ -96,14 +116,19 @@ def boot_worker(pgid: int, cpu: int | None) -> None:
     with contextlib.suppress(OSError):
         os.setpgid(0, pgid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not gpu:  # envs never need one; a CUDA context would cost ~300 MB each
+        os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import torch
     torch.set_num_threads(1)
     if cpu is not None:
         os.sched_setaffinity(0, {cpu})
 
 
-def _entry(fn, who: str, pgid: int, cpu: int | None, reports, args) -> None:
-    boot_worker(pgid, cpu)
+def _entry(fn, who: str, pgid: int, cpu: int | None, gpu: bool, reports, args, env: dict, cwd: str) -> None:
+    os.environ.clear()  # the main process's environment at this worker's start, not the server's
+    os.environ.update(env)
+    os.chdir(cwd)
+    boot_worker(pgid, cpu, gpu)
     try:
         fn(*args)
     except SystemExit:  # a worker leaving its loop because the node is stopping
@@ -114,9 +139,11 @@ def _entry(fn, who: str, pgid: int, cpu: int | None, reports, args) -> None:
         os._exit(1)
 
 
-def spawn(fn, who: str, pgid: int, cpu: int | None, reports, *args) -> mp.Process:
-    ctx = mp.get_context("spawn")
-    p = ctx.Process(target=_entry, args=(fn, who, pgid, cpu, reports, args), name=who, daemon=True)
+def spawn(fn, who: str, pgid: int, cpu: int | None, reports, *args, gpu: bool = True) -> mp.Process:
+    """Start fn(*args) in a worker (who: its name in reports); gpu=False hides the GPUs from it."""
+    ctx = start_context()
+    p = ctx.Process(target=_entry, args=(fn, who, pgid, cpu, gpu, reports, args, dict(os.environ), os.getcwd()),
+                    name=who, daemon=True)
     p.start()
     return p
 
@@ -159,6 +186,7 @@ class WorkerPool:
         with self.signals.blocked():  # the children inherit the mask
             resource_tracker.ensure_running()
             with self.signals.blocked():  # starting the tracker unblocked them in this thread
+                ensure_fork_server()  # its workers inherit this mask
                 self.janitor = start_janitor()
                 pgid = self.janitor.pid
                 if phase != "simulate":
@@ -169,12 +197,11 @@ class WorkerPool:
                     if not in_rounds(s):  # in rounds each env owns its slots (nodes.rollout_worker)
                         ch.free_slots.put_many(list(range(self.buffers.num_slots)))
                 cores = self.worker_cores
-                with no_visible_gpu():  # envs never need one; a CUDA context would cost ~300 MB each
-                    for w in range(s.num_workers):
-                        cpu = cores[w % len(cores)] if s.pin_workers else None
-                        self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
-                                                cfg, self.rank, w, self.buffers, ch, self.control,
-                                                phase == "simulate"))
+                for w in range(s.num_workers):
+                    cpu = cores[w % len(cores)] if s.pin_workers else None
+                    self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
+                                            cfg, self.rank, w, self.buffers, ch, self.control,
+                                            phase == "simulate", gpu=False))
         deadline = time.time() + timeout_s
         while self.ready < len(self.procs):
             if time.time() > deadline:
