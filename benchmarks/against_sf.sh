@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# Ours against Sample Factory 2.1.1 on one VizDoom scenario: the same layout (2 rollout workers x 8
-# envs), the same seed and frames, one after the other, each trainer with its own defaults for the
-# scenario; then the true objective of both at equal frames (launch.curves), drawn into
-# OUT_DIR/SCENARIO_sSEED.png.
+# Ours against Sample Factory 2.1.1 on one VizDoom scenario or MuJoCo task: the same layout (2
+# rollout workers x 8 envs), the same seed and frames, one after the other, each trainer with its
+# own defaults for the scenario; then the true objective of both at equal frames (launch.curves),
+# drawn into OUT_DIR/SCENARIO_sSEED.png.
 #
 #   benchmarks/against_sf.sh SCENARIO SEED FRAMES OUT_DIR
 #
 # SCENARIO is our conf/env name, which is also Sample Factory's env name (doom_health_gathering,
-# doom_my_way_home, ...). SF_PYTHON (default sfvenv/bin/python) is a Python with Sample Factory
-# installed in its own venv:
+# doom_my_way_home, mujoco_halfcheetah, mujoco_hopper, ...; Sample Factory's MuJoCo tasks are
+# gymnasium's v4, ours v5: the same bodies and rewards). SF_PYTHON (default sfvenv/bin/python) is
+# a Python with Sample Factory installed in its own venv:
 #   python -m venv sfvenv && sfvenv/bin/pip install torch==2.13.0 sample-factory==2.1.1 vizdoom==1.3.2
+#   sfvenv/bin/pip install "mujoco<3.2" imageio     # for the MuJoCo tasks
+# OURS_ARGS: extra overrides for our side (words split on spaces).
 # SIDES="ours sf" (default) picks which trainers run; a side whose run directory exists is not
 # run again (the curves read it as it is).
 set -euo pipefail
@@ -31,19 +34,24 @@ case "$scenario" in
   doom_basic|doom_deadly_corridor) sf_scale=0.01 ;;
   *) sf_scale=1 ;;
 esac
+case "$scenario" in
+  mujoco_*) sf_module=sf_examples.mujoco.train_mujoco every=100000 ;;
+  *) sf_module=sf_examples.vizdoom.train_vizdoom every=250000 ;;
+esac
+read -r -a ours_args <<< "${OURS_ARGS:-}"
 
 for side in $sides; do
   case "$side" in
     ours)
       [ -e "$ours" ] || python -m launch.train hydra.run.dir="$ours" env="$scenario" \
-        train.max_env_frames="$frames" seed="$seed" ;;
+        train.max_env_frames="$frames" seed="$seed" "${ours_args[@]}" ;;
     sf)
-      [ -e "$sf" ] || "$sf_python" -m sf_examples.vizdoom.train_vizdoom --env="$scenario" --device=cpu \
+      [ -e "$sf" ] || "$sf_python" -m "$sf_module" --env="$scenario" --device=cpu \
         --num_workers=2 --num_envs_per_worker=8 --train_for_env_steps="$frames" --seed="$seed" \
         --experiment="sf_${scenario}_s$seed" --train_dir="$out/sf" > "$out/sf_${scenario}_s$seed.out" 2>&1 ;;
     *) echo "SIDES: unknown side '$side' (ours, sf)" >&2; exit 2 ;;
   esac
 done
 # the mean over the second half of the frames (the last frame both reached ends it)
-python -m launch.curves "$ours" "$sf" --sf-reward-scale "$sf_scale" --every 250000 --mean-from $((frames / 2)) \
+python -m launch.curves "$ours" "$sf" --sf-reward-scale "$sf_scale" --every "$every" --mean-from $((frames / 2)) \
   --plot "$out/${scenario}_s$seed.png" --title "$scenario, seed $seed: ours against Sample Factory 2.1.1"
