@@ -40,7 +40,8 @@ def test_root_config_holds_no_defaults():
 @pytest.mark.parametrize("group,name", OPTIONS, ids=[f"{g}={n}" for g, n in OPTIONS])
 def test_option_file_holds_only_what_differs(group, name):
     own = raw(group, name)
-    parents = [d for d in own.pop("defaults", []) if d != "_self_"]
+    # a family file by name; a dict entry is another group's choice (env/mujoco.yaml picks a model)
+    parents = [d for d in own.pop("defaults", []) if isinstance(d, str) and d != "_self_"]
     assert len(parents) <= 1, "an option inherits at most its family file"
     # what the option would be without its own values: its family file, or the schema's defaults
     base = getattr(compose(f"{group}={parents[0]}") if parents else Config(), group)
@@ -58,6 +59,15 @@ def test_option_names_itself(group, name):
 
 
 def test_games_and_scenarios_inherit_their_family_file():
-    for pattern, family in (("doom_*", "doom"), ("atari_*", "atari"), ("dmlab_*", "dmlab")):
+    for pattern, family in (("doom_*", "doom"), ("atari_*", "atari"), ("dmlab_*", "dmlab"), ("mujoco_*", "mujoco")):
         for path in glob.glob(os.path.join(CONF_DIR, "env", f"{pattern}.yaml")):
             assert raw("env", os.path.basename(path)[:-5]).get("defaults") == [family, "_self_"], path
+
+
+def test_an_env_may_choose_its_model_and_the_command_line_still_wins():
+    """env=mujoco_* trains model=feedforward (no recurrent core) unless the command line names a
+    model; every other env keeps the root's model."""
+    assert compose("env=mujoco_hopper").model == compose("model=feedforward").model
+    assert compose("env=mujoco_hopper", "model=simplified").model == compose().model
+    assert compose("env=mujoco_hopper", "model=mlp").model == compose("model=mlp").model
+    assert compose("env=gym").model == compose().model

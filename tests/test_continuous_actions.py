@@ -152,3 +152,8 @@ def test_unsupported_action_spaces_are_refused_in_one_line(env_id, message):
     with pytest.raises(ConfigError) as err:
         check_env_config(compose("env=gym", f"env.id=tests.envs:{env_id}-v0").env)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_env_mujoco_without_a_task_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match=r"^env=mujoco needs env.id, e.g. env.id=HalfCheetah-v5$"):
+        check_env_config(compose("env=mujoco").env)

@@ -27,7 +27,8 @@ EXTRAS = {"gymnasium.envs.mujoco": "mujoco"}
 def check(env_cfg) -> None:
     import gymnasium as gym
     if not env_cfg.id:
-        raise ConfigError("env=gym needs env.id, e.g. env.id=CartPole-v1")
+        example = "HalfCheetah-v5" if env_cfg.name == "mujoco" else "CartPole-v1"
+        raise ConfigError(f"env={env_cfg.name} needs env.id, e.g. env.id={example}")
     module, _, name = env_cfg.id.rpartition(":")  # "pkg.module:EnvId" registers EnvId on import
     if module:
         try:
