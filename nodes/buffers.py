@@ -34,6 +34,9 @@ class TrajectoryBuffers:
     values: torch.Tensor  # [S, T] behaviour value estimate
     rewards: torch.Tensor  # [S, T] scaled training reward
     dones: torch.Tensor  # [S, T] episode ended after this step
+    # [S, T] the episode ended there by a time limit, not by the task (the env said `truncated`):
+    # the learner may bootstrap from the value there (algo.value_bootstrap)
+    timeouts: torch.Tensor
     versions: torch.Tensor  # [S, T] policy version that chose the action
     h0: torch.Tensor  # [S, H] recurrent state before step 0 (H = model.state_size)
     slot_env: torch.Tensor  # [S] int64: the env (index in the rank) filling the slot
@@ -76,6 +79,7 @@ def allocate(spec, sampler_cfg, state_size: int, members: int = 1) -> Trajectory
         values=shared(s, t),
         rewards=shared(s, t),
         dones=shared(s, t, dtype=torch.bool),
+        timeouts=shared(s, t, dtype=torch.bool),
         versions=shared(s, t, dtype=torch.int64),
         h0=shared(s, state_size),
         slot_env=shared(s, dtype=torch.int64),
@@ -104,9 +108,11 @@ def env_groups(sampler_cfg) -> list[list[list[int]]]:
 class SlotBatch:
     """A learner batch copied out of the shared slots (so the slots can be reused at once)."""
 
-    FIELDS = ("obs", "meas", "actions", "logp", "values", "rewards", "dones", "versions", "h0")
+    FIELDS = ("obs", "meas", "actions", "logp", "values", "rewards", "dones", "timeouts", "versions", "h0")
 
     def __init__(self, **fields: torch.Tensor):
+        if "timeouts" not in fields:  # a batch made by hand: no time limits in it
+            fields["timeouts"] = torch.zeros_like(fields["dones"])
         for name in self.FIELDS:
             setattr(self, name, fields[name])
         self.num_samples = self.rewards.numel()

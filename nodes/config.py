@@ -142,6 +142,11 @@ class AlgoConfig:
     # taken off; moments over all nodes), and values are scaled back for V-trace/GAE; changes
     # what the value loss sees, not the policy loss
     normalize_returns: bool = True
+    # an episode cut by a time limit (the env says `truncated`: gymnasium's envs, MuJoCo's 1,000
+    # steps) is not the task's end: its last reward gets gamma x the behaviour value of the state it
+    # was cut at (Sample Factory's value_bootstrap, the value there standing for the next state's).
+    # Acts only where an env reports a time limit; VizDoom's and Atari's limits are the game's rules
+    value_bootstrap: bool = True
 
 
 @dataclass

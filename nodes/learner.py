@@ -66,12 +66,15 @@ class Learner:
         # the critic's values (the learner's and the behaviour ones) in reward units
         to_reward = self.returns.denormalize if self.returns is not None else (lambda v: v)
         reward_values = to_reward(values.detach())
+        rewards = batch.rewards
+        if c.value_bootstrap:  # a time limit is not the task's end: the value there goes on
+            rewards = rewards + c.gamma * to_reward(batch.values) * batch.timeouts
         if c.vtrace:
-            targets, adv = losses.vtrace(batch.rewards, reward_values, batch.dones, log_ratio.detach(),
+            targets, adv = losses.vtrace(rewards, reward_values, batch.dones, log_ratio.detach(),
                                          c.gamma, c.vtrace_rho, c.vtrace_c)
         else:
             behaviour_values = torch.cat([to_reward(batch.values), reward_values[:, -1:]], 1)
-            targets, adv = losses.gae(batch.rewards, behaviour_values, batch.dones, c.gamma, c.gae_lambda)
+            targets, adv = losses.gae(rewards, behaviour_values, batch.dones, c.gamma, c.gae_lambda)
         if c.normalize_advantages:
             if mask is None:
                 adv = (adv - adv.mean()) / (adv.std() + 1e-8)

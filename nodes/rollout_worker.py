@@ -48,6 +48,7 @@ class GroupStepper:
         self.actions = buffers.actions.numpy()
         self.rewards = buffers.rewards.numpy()
         self.dones = buffers.dones.numpy()
+        self.timeouts = buffers.timeouts.numpy()
         self.env_slot = buffers.env_slot.numpy()
         self.env_t = buffers.env_t.numpy()
         self.env_h = buffers.env_h.numpy()
@@ -127,6 +128,7 @@ class GroupStepper:
             self.clock(BOOKKEEPING)
             self.rewards[slot, t] = self.train_reward(e, reward, info) * self.scale
             self.dones[slot, t] = done
+            self.timeouts[slot, t] = done and info.get("truncated", False)
             self.ep_return[i] += reward
             self.ep_len[i] += 1
             switch = False

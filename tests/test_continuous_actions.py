@@ -157,3 +157,21 @@ def test_unsupported_action_spaces_are_refused_in_one_line(env_id, message):
 def test_env_mujoco_without_a_task_is_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"^env=mujoco needs env.id, e.g. env.id=HalfCheetah-v5$"):
         check_env_config(compose("env=mujoco").env)
+
+
+def test_the_gym_wrapper_tells_a_time_limit_from_a_termination():
+    """Pendulum-v1 never terminates: its 200-step limit ends the episode as truncated; CartPole's
+    fall is a termination (no "truncated")."""
+    pendulum = make_env(compose("env=gym", "env.id=Pendulum-v1").env, seed=0)
+    pendulum.reset()
+    infos = [pendulum.step(np.zeros(1, np.float32)) for _ in range(200)]
+    assert [i for i, (_, _, done, _) in enumerate(infos) if done] == [199]
+    assert infos[-1][3].get("truncated") is True and not any(info for _, _, _, info in infos[:-1])
+    cartpole = make_env(compose("env=gym", "env.id=CartPole-v1").env, seed=0)
+    cartpole.reset()
+    done, info = False, None
+    while not done:
+        _, _, done, info = cartpole.step(0)  # always left: it falls within a few dozen steps
+    assert not info.get("truncated", False)
+    pendulum.close()
+    cartpole.close()

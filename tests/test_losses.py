@@ -247,3 +247,42 @@ def test_every_running_norms_moments_ride_in_the_gradient_all_reduce():
                  (solo.returns, two.returns)):
         assert int(b.count) == 2 * int(a.count) > 0
         assert torch.allclose(a.mean, b.mean) and torch.allclose(a.var, b.var)
+
+
+@pytest.mark.parametrize("vtrace", [False, True])
+def test_a_time_limit_bootstraps_from_the_value_where_the_episode_was_cut(vtrace):
+    """algo.value_bootstrap: a step whose episode ended by a time limit (timeouts) trains as if its
+    reward were r + gamma x V(behaviour) there; a termination, or value_bootstrap=false, does not."""
+    import numpy as np
+    from helpers import compose
+
+    from nodes.buffers import SlotBatch
+    from nodes.envs import EnvSpec
+    from nodes.learner import Learner
+    from nodes.models import ActorCritic
+
+    spec = EnvSpec((4,), np.float32, (3,))
+    g = torch.Generator().manual_seed(0)
+    dones = torch.zeros(4, 5, dtype=torch.bool)
+    dones[:, 2] = True
+    timeouts = torch.zeros(4, 5, dtype=torch.bool)
+    timeouts[:2, 2] = True  # trajectories 0 and 1 were cut by a time limit, 2 and 3 terminated
+    fields = dict(obs=torch.randn(4, 6, 4, generator=g), meas=torch.zeros(4, 6, 0),
+                  actions=torch.randint(0, 3, (4, 5, 1), generator=g), logp=torch.full((4, 5), -1.1),
+                  values=torch.randn(4, 5, generator=g), rewards=torch.randn(4, 5, generator=g), dones=dones,
+                  versions=torch.zeros(4, 5, dtype=torch.int64), h0=torch.zeros(4, 8))
+    overrides = ("env=gym", "model.fc_size=16", "model.hidden_size=8", "algo.normalize_returns=false",
+                 f"algo.vtrace={str(vtrace).lower()}")
+
+    def targets(value_bootstrap, **changed):
+        cfg = compose(*overrides, f"algo.value_bootstrap={value_bootstrap}")
+        torch.manual_seed(0)
+        learner = Learner(ActorCritic(spec, cfg.model), cfg.algo)
+        learner.loss(SlotBatch(**{**fields, **changed}))
+        return learner._targets
+
+    gamma = compose(*overrides).algo.gamma
+    bumped = fields["rewards"] + gamma * fields["values"] * timeouts
+    assert torch.allclose(targets("true", timeouts=timeouts), targets("false", rewards=bumped))
+    assert not torch.allclose(targets("true", timeouts=timeouts), targets("true"))
+    assert torch.equal(targets("false", timeouts=timeouts), targets("false"))

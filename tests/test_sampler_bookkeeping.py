@@ -16,6 +16,7 @@ from nodes.rollout_worker import GroupStepper
 
 class CountingEnv:
     spec = EnvSpec((3,), np.float32, (2,))  # one discrete head: step() takes an int
+    time_limit = False  # True: its episodes end by a time limit (info "truncated")
 
     def __init__(self, episode_len):
         self.n, self.t, self.episode_len = 0, 0, episode_len
@@ -30,7 +31,8 @@ class CountingEnv:
         self.n += 1
         self.t += 1
         done = self.t >= self.episode_len
-        return (None if done else np.full(3, self.n, np.float32)), 1.0, done, {}
+        info = {"truncated": True} if done and self.time_limit else {}
+        return (None if done else np.full(3, self.n, np.float32)), 1.0, done, info
 
 
 class ListQueue:
@@ -136,6 +138,18 @@ def test_episode_end_marks_done_zeroes_hidden_state_and_reports_unscaled_reward(
     assert ch.reports.items == [("episode", 2.0, 2, 2.0, None, 0, []), ("episode", 2.0, 2, 2.0, None, 0, [])]
     # the observation after the done is the reset observation of the new episode
     assert buffers.obs[s, 2, 0].item() == envs[0].n
+
+
+def test_an_episode_cut_by_a_time_limit_is_marked_in_timeouts():
+    stepper, buffers, ch, envs = make(rollout=4, episode_len=2)
+    envs[0].time_limit = True  # env 0's episodes hit a time limit, env 1's terminate
+    stepper.start()
+    stepper.step_group(0)
+    stepper.step_group(0)
+    s0, s1 = int(buffers.env_slot[0]), int(buffers.env_slot[1])
+    assert buffers.dones[s0].tolist() == buffers.dones[s1].tolist() == [False, True, False, False]
+    assert buffers.timeouts[s0].tolist() == [False, True, False, False]
+    assert buffers.timeouts[s1].tolist() == [False, False, False, False]
 
 
 def test_in_rounds_a_finished_group_parks_until_the_learner_releases_its_round():

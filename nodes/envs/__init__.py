@@ -20,6 +20,9 @@ Every wrapper has the same small interface, used by the rollout workers and laun
                    "true_objective": at an episode's last step, the game's own measure of the
                                    episode when it is not the summed reward (tics survived,
                                    kills); default: the episode's summed reward
+                   "truncated":    True when `done` came from a time limit, not from the task
+                                   (gymnasium's truncated): the learner may bootstrap from the
+                                   value there (algo.value_bootstrap); default: False
         obs      None when the episode is over (the caller calls reset())
     render() -> HxWx3 uint8   optional: a frame for videos (launch.enjoy)
     close()

@@ -6,9 +6,10 @@ samples unbounded values; step() clips them to the Box's bounds before the env s
 the learner's log-prob stays that of the unclipped sample, as in Sample Factory and CleanRL (a
 squashed or clip-aware distribution would change the log-prob; this keeps it a plain Normal's).
 
-Gymnasium's `truncated` (a time limit, e.g. a MuJoCo task's 1,000 steps) is treated as
-termination: the trajectory is done there and the value of the state it was cut at is not
-bootstrapped.
+Gymnasium's `truncated` (a time limit, e.g. a MuJoCo task's 1,000 steps) ends the trajectory as
+a termination does, and says so in info ("truncated"): with algo.value_bootstrap the learner
+adds the discounted value of the state it was cut at to the last reward, as Sample Factory's
+value_bootstrap does (the task goes on past a time limit; a termination is the task's end).
 """
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec
 from nodes.errors import ConfigError, one_line
+
+TRUNCATED = {"truncated": True}  # a time limit's info: shared, never mutated
 
 # the extra that installs what an env's entry point needs, by the package the entry point is in
 EXTRAS = {"gymnasium.envs.mujoco": "mujoco"}
@@ -135,7 +138,7 @@ class GymEnv:
             if terminated or truncated:
                 break
         done = terminated or truncated
-        return (None if done else obs), total, done, NO_INFO
+        return (None if done else obs), total, done, TRUNCATED if truncated and not terminated else NO_INFO
 
     def close(self) -> None:
         self.env.close()
