@@ -133,6 +133,10 @@ class AlgoConfig:
     # exploration_loss=symmetric_kl, nodes.losses)
     exploration_loss: str = "symmetric_kl"
     entropy_coeff: float = 0.001  # the exploration loss's coefficient, whichever it is
+    # > 0: a penalty of this x the KL divergence from the behaviour policy to the current one
+    # (estimated from the batch's actions: nodes.losses.kl_to_behaviour), as MuJoCo PPO setups add
+    # (Sample Factory's kl_loss_coeff, 0.1 in its MuJoCo example); logged as train/kl whatever it is
+    kl_coeff: float = 0.0
     max_grad_norm: float = 4.0  # 0 disables clipping
     adam_eps: float = 1e-6  # Adam's epsilon
     adam_beta1: float = 0.9  # Adam's beta1

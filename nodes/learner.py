@@ -26,7 +26,7 @@ from nodes.profile import LEARNER, Clock
 FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER, OBS_NORM, STATS = (
     LEARNER.index(p) for p in ("forward", "loss", "backward", "allreduce", "optimizer", "obs_norm", "stats"))
 
-LOGGED = ("loss", "policy_loss", "value_loss", "entropy", "ratio_dev", "grad_norm")
+LOGGED = ("loss", "policy_loss", "value_loss", "entropy", "ratio_dev", "kl", "grad_norm")
 
 
 def make_optimizer(model: nn.Module, c) -> torch.optim.Optimizer:
@@ -91,9 +91,10 @@ class Learner:
         value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip, mask)
         entropy = losses.mean(entropy, mask)
         exploration = self._exploration(logits[:, :-1], entropy, mask)
-        total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration
+        kl = losses.mean(losses.kl_to_behaviour(log_ratio), mask)
+        total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration + c.kl_coeff * kl
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
-                    ratio_dev=losses.mean((ratio - 1).abs(), mask))
+                    ratio_dev=losses.mean((ratio - 1).abs(), mask), kl=kl)
 
     def _exploration(self, params, entropy, mask):
         """The exploration loss (algo.exploration_loss): minus the entropy bonus, or the symmetric KL
@@ -157,7 +158,7 @@ class Learner:
                 p.grad.zero_()
         self._targets = torch.zeros(0, device=self.device)
         zero = torch.zeros((), device=self.device)
-        return dict(loss=zero, policy_loss=zero, value_loss=zero, entropy=zero, ratio_dev=zero)
+        return dict(loss=zero, policy_loss=zero, value_loss=zero, entropy=zero, ratio_dev=zero, kl=zero)
 
     def train_step(self, batch, stop: bool = False) -> dict[str, float]:
         """One step; `stop`: this rank's vote to stop after it (stats["stop_voted"]: any rank's).

@@ -55,6 +55,15 @@ def mean(x, mask=None):
     return (x * m).sum() / m.sum().clamp(min=1.0)
 
 
+def kl_to_behaviour(log_ratio):
+    """Per sample: an estimate of KL(behaviour || current) from the behaviour policy's own samples,
+    (r - 1) - log r with r = p_current / p_behaviour (Schulman's k3: unbiased, never negative, and
+    its gradient's mean is the KL's). It needs only the stored log-prob of the action taken, so it
+    works for every action space (Sample Factory computes the exact KL from stored action
+    parameters instead)."""
+    return torch.expm1(log_ratio) - log_ratio
+
+
 def ppo_surrogate(ratio, adv, clip_ratio: float, mask=None):
     """Negative PPO clipped objective (a loss), averaged (over `mask`'s steps)."""
     unclipped = ratio * adv

@@ -286,3 +286,48 @@ def test_a_time_limit_bootstraps_from_the_value_where_the_episode_was_cut(vtrace
     assert torch.allclose(targets("true", timeouts=timeouts), targets("false", rewards=bumped))
     assert not torch.allclose(targets("true", timeouts=timeouts), targets("true"))
     assert torch.equal(targets("false", timeouts=timeouts), targets("false"))
+
+
+def test_the_kl_estimate_is_the_kl_in_the_mean_and_its_gradient_too():
+    """kl_to_behaviour on samples of the behaviour policy: its mean approaches KL(behaviour ||
+    current) and the gradient of its mean that of the KL (two Gaussians, many samples)."""
+    from nodes.losses import kl_to_behaviour
+
+    g = torch.Generator().manual_seed(0)
+    old = torch.distributions.Normal(0.0, 1.0)
+    mu = torch.tensor(0.3, requires_grad=True)
+    x = torch.randn(400_000, generator=g)  # samples of the behaviour policy, N(0, 1)
+    new = torch.distributions.Normal(mu, 1.2)
+    estimate = kl_to_behaviour(new.log_prob(x) - old.log_prob(x)).mean()
+    exact = torch.distributions.kl_divergence(old, new)
+    assert estimate.item() == pytest.approx(exact.item(), rel=0.02)
+    (g_est,) = torch.autograd.grad(estimate, mu)
+    (g_exact,) = torch.autograd.grad(exact, mu)
+    assert g_est.item() == pytest.approx(g_exact.item(), rel=0.03)
+    assert (kl_to_behaviour(torch.linspace(-3, 3, 61)) >= 0).all()  # never negative, 0 at equal policies
+    assert kl_to_behaviour(torch.zeros(1)).item() == 0.0
+
+
+def test_kl_coeff_adds_its_share_of_the_logged_kl_to_the_loss():
+    import numpy as np
+    from helpers import compose
+
+    from nodes.buffers import SlotBatch
+    from nodes.envs import EnvSpec
+    from nodes.learner import Learner
+    from nodes.models import ActorCritic
+
+    spec = EnvSpec((4,), np.float32, (), action_low=(-1.0,), action_high=(1.0,))  # one Gaussian dim
+    g = torch.Generator().manual_seed(0)
+    batch = SlotBatch(obs=torch.randn(4, 6, 4, generator=g), meas=torch.zeros(4, 6, 0),
+                      actions=torch.randn(4, 5, 1, generator=g), logp=torch.full((4, 5), -1.5),
+                      values=torch.zeros(4, 5), rewards=torch.randn(4, 5, generator=g),
+                      dones=torch.zeros(4, 5, dtype=torch.bool), versions=torch.zeros(4, 5, dtype=torch.int64),
+                      h0=torch.zeros(4, 1))
+    parts = {}
+    for coeff in (0.0, 0.5):
+        cfg = compose("env=gym", "model=feedforward", f"algo.kl_coeff={coeff}")
+        torch.manual_seed(0)
+        parts[coeff] = Learner(ActorCritic(spec, cfg.model), cfg.algo).loss(batch)
+    assert parts[0.0]["kl"].item() > 0
+    assert (parts[0.5]["loss"] - parts[0.0]["loss"]).item() == pytest.approx(0.5 * parts[0.0]["kl"].item(), rel=1e-5)
