@@ -85,8 +85,7 @@ class Node:
             deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals, vote=self.world > 1 or self.peers.elastic)
-        with self.signals.blocked():  # its imports run while this process makes the learners
-            ensure_fork_server()
+        ensure_fork_server(self.signals)  # its imports run while this process makes the learners
         self.spec = env_spec(cfg.env)
         if cfg.population.size > 1:  # sampler.num_workers=auto is known only now
             need_envs_for(cfg.population.size, cfg.sampler.num_workers * cfg.sampler.envs_per_worker, cfg.env.agents)

@@ -100,12 +100,16 @@ def start_context():
     return ctx
 
 
-def ensure_fork_server() -> None:
-    """Start the fork server now, without waiting for its imports (no-op once it runs): call it
-    with the stop signals blocked."""
+def ensure_fork_server(signals: StopSignals) -> None:
+    """Start the fork server now, with `signals` blocked (its workers inherit the mask), without
+    waiting for its imports; a no-op once it runs."""
     from multiprocessing import forkserver
-    start_context()
-    forkserver.ensure_running()
+    # multiprocessing starts its resource tracker first, and starting the tracker unblocks SIGINT
+    # and SIGTERM in this thread: start it before blocking, or the server would take SIGTERM
+    resource_tracker.ensure_running()
+    with signals.blocked():
+        start_context()
+        forkserver.ensure_running()
 
 
 def boot_worker(pgid: int, cpu: int | None, gpu: bool = True) -> None:
@@ -183,10 +187,10 @@ class WorkerPool:
         """phase: "train" and "sample" start policy and rollout workers; "simulate" only rollout
         workers, stepping with random actions."""
         s, ch, cfg = self.cfg.sampler, self.channels, self.cfg
-        with self.signals.blocked():  # the children inherit the mask
+        ensure_fork_server(self.signals)  # its workers inherit the mask (no-op: the node started it)
+        with self.signals.blocked():  # the janitor inherits the mask
             resource_tracker.ensure_running()
             with self.signals.blocked():  # starting the tracker unblocked them in this thread
-                ensure_fork_server()  # its workers inherit this mask
                 self.janitor = start_janitor()
                 pgid = self.janitor.pid
                 if phase != "simulate":

@@ -72,6 +72,28 @@ def test_sigterm_stops_cleanly_with_final_checkpoint(run_dir):
     assert ckpt.load(ckpt.latest(run_dir))["env_frames"] == s["env_frames"]
 
 
+def _descendants(pid):
+    children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
+    return [int(c) for c in children] + [d for c in children for d in _descendants(int(c))]
+
+
+def test_sigterm_to_every_process_of_the_run_stops_it_cleanly(run_dir):
+    """Slurm signals every process of a job step (scancel, scontrol requeue, preemption): the main
+    process decides to stop, while the fork server, the workers and the janitor hold the stop
+    signals blocked and see the run out. A worker or a server that died of SIGTERM would fail it."""
+    proc = start_train(run_dir, *FAST_GYM, "train.max_env_frames=0")
+    read_until(proc, "frames ", 120)  # a status line: training is under way
+    others = _descendants(proc.pid)
+    assert len(others) >= 4  # the fork server, its two rollout workers and policy worker, the janitor
+    for pid in [proc.pid, *others]:
+        os.kill(pid, signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    s = summary(run_dir)
+    assert s["outcome"] == "stopped by SIGTERM" and s["env_frames"] > 0, out[-2000:]
+    assert ckpt.load(ckpt.latest(run_dir))["env_frames"] == s["env_frames"]
+
+
 def _vizdoom_pids():
     out = subprocess.run(["pgrep", "-f", "vizdoom -iwad"], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
