@@ -141,6 +141,15 @@ class SlotBatch:
         idx = torch.as_tensor(slots, dtype=torch.int64)
         return cls(**{name: getattr(buffers, name).index_select(0, idx) for name in cls.FIELDS})
 
+    def select(self, trajectories: torch.Tensor) -> SlotBatch:
+        """The batch of these trajectories (a minibatch: algo.minibatches), on the same device."""
+        on_host = trajectories.cpu()
+        part = SlotBatch(**{name: getattr(self, name).index_select(
+            0, on_host if name == "versions" else trajectories.to(getattr(self, name).device))
+            for name in self.FIELDS})
+        part.lengths = None if self.lengths is None else self.lengths.index_select(0, on_host)
+        return part
+
     def truncate(self, steps: int) -> SlotBatch:
         """Keep the first `steps` steps of every trajectory (and the observation after the last,
         the bootstrap): a round cut short by DD-PPO's preemption (sampler.mode=sync)."""

@@ -141,7 +141,15 @@ class AlgoConfig:
     adam_eps: float = 1e-6  # Adam's epsilon
     adam_beta1: float = 0.9  # Adam's beta1
     adam_beta2: float = 0.999  # Adam's beta2
-    normalize_advantages: bool = True  # per node, as in DD-PPO
+    # Passes over each batch (epochs) and the optimizer steps of each pass (minibatches, the batch's
+    # trajectories split at random into this many): PPO's usual 4-10 x 4-32 on MuJoCo, Sample
+    # Factory's MuJoCo example 2 x 4. 1 x 1 (the default, Sample Factory's VizDoom setting): one step
+    # per batch. Every step is an all-reduce across nodes and a policy version (the policy lag
+    # counts optimizer steps, as in Sample Factory); a batch's observation and return statistics
+    # are folded into the running norms once, in its first epoch
+    epochs: int = 1
+    minibatches: int = 1
+    normalize_advantages: bool = True  # per node (per minibatch), as in DD-PPO
     # the critic predicts value targets divided by their running std (after their running mean is
     # taken off; moments over all nodes), and values are scaled back for V-trace/GAE; changes
     # what the value loss sees, not the policy loss

@@ -107,10 +107,13 @@ class Learner:
             return torch.zeros_like(entropy)
         return losses.exploration_term(losses.mean(losses.symmetric_kl_to_uniform(split), mask))
 
-    def device_step(self, batch, stop: bool = False) -> tuple[torch.Tensor, int, bool, SyncTimer]:
+    def device_step(self, batch, stop: bool = False,
+                    fold_norms: bool = True) -> tuple[torch.Tensor, int, bool, SyncTimer]:
         """The step without any host sync of its own: (the logged scalars as one device tensor, in
         LOGGED order; the samples over all ranks; whether any rank voted `stop` (the vote rides
-        in the gradient all-reduce); the all-reduce's timer, read after the sync)."""
+        in the gradient all-reduce); the all-reduce's timer, read after the sync). fold_norms:
+        the batch's observation and return moments go into the running norms (a batch's later
+        epochs pass False: its samples are counted once)."""
         self.clock(FORWARD)
         batch = batch.to(self.device)
         if batch.num_samples:
@@ -123,8 +126,8 @@ class Learner:
         self.clock(OBS_NORM)
         # The batch's moments for the running norms (observations, measurements, returns) ride in the
         # gradient all-reduce: at scale a collective of their own costs the ring's whole latency.
-        updates = self.model.norm_updates(batch.obs[:, :-1], batch.meas[:, :-1])
-        if self.returns is not None:
+        updates = self.model.norm_updates(batch.obs[:, :-1], batch.meas[:, :-1]) if fold_norms else []
+        if self.returns is not None and fold_norms:
             updates.append((self.returns, self._targets))
         moments = batch_moments(updates)
         self.clock(ALLREDUCE)
@@ -161,21 +164,42 @@ class Learner:
         return dict(loss=zero, policy_loss=zero, value_loss=zero, entropy=zero, ratio_dev=zero, kl=zero)
 
     def train_step(self, batch, stop: bool = False) -> dict[str, float]:
-        """One step; `stop`: this rank's vote to stop after it (stats["stop_voted"]: any rank's).
-        An empty batch (a population member without trajectories here) only joins the all-reduce;
-        with none on any rank there is no step (stats["global_samples"] 0, the version unchanged)."""
+        """One iteration on a batch: algo.epochs x algo.minibatches optimizer steps (one by
+        default); `stop`: this rank's vote to stop after it (stats["stop_voted"]: any rank's). An
+        empty batch (a population member without trajectories here) only joins the all-reduces;
+        with none on any rank there is no step (stats["global_samples"] 0, the version unchanged).
+        The logged scalars are the steps' mean; global_samples counts the batch once."""
         t0 = time.perf_counter()
         lag = (self.version - batch.versions).float()  # the CPU copy: no device work
         if batch.lengths is not None and int(batch.lengths.min()) < lag.shape[1]:  # the steps trained on
             lag = lag[torch.arange(lag.shape[1])[None, :] < batch.lengths[:, None]]
         if not lag.numel():
             lag = torch.zeros(1)
-        scalars, global_samples, stop_voted, timer = self.device_step(batch, stop)
-        stats = dict(zip(LOGGED, scalars.tolist()))  # the one host sync of the iteration
+        total, global_samples, stop_voted, timers = None, 0, False, []
+        for epoch, part in self._passes(batch):
+            scalars, samples, voted, timer = self.device_step(part, stop, fold_norms=epoch == 0)
+            total = scalars if total is None else total + scalars
+            global_samples += samples if epoch == 0 else 0
+            stop_voted, timers = stop_voted or voted, timers + [timer]
+        stats = dict(zip(LOGGED, (total / len(timers)).tolist()))  # the one host sync of the iteration
         stats.update(policy_lag_mean=float(lag.mean()), policy_lag_max=float(lag.max()),
-                     global_samples=global_samples, stop_voted=float(stop_voted), sync_s=timer.seconds(),
-                     step_s=time.perf_counter() - t0)
+                     global_samples=global_samples, stop_voted=float(stop_voted),
+                     sync_s=sum(t.seconds() for t in timers), step_s=time.perf_counter() - t0)
         return stats
+
+    def _passes(self, batch):
+        """(epoch, minibatch) pairs: the batch itself once (1 x 1), or each epoch's random split of
+        its trajectories into algo.minibatches parts (whole trajectories: the recurrent core and
+        the advantages need them). The order is drawn from the version, so every rank and every
+        repeat of a deterministic run draws the same."""
+        epochs, parts = self.cfg.epochs, self.cfg.minibatches
+        if epochs == 1 and parts == 1:
+            return [(0, batch)]
+        batch = batch.to(self.device)
+        order = torch.Generator().manual_seed(self.version)
+        trajectories = batch.rewards.shape[0]
+        return [(epoch, batch.select(idx)) for epoch in range(epochs)
+                for idx in torch.randperm(trajectories, generator=order).tensor_split(parts)]
 
     @property
     def lr(self) -> float:

@@ -63,6 +63,7 @@ def validate(cfg: Any) -> None:
     need(a.value_clip >= 0, f"algo.value_clip must be >= 0 (0: off), got {a.value_clip}")
     need(a.exploration_loss in EXPLORATION_LOSSES,
          f"algo.exploration_loss must be one of {', '.join(EXPLORATION_LOSSES)}, got '{a.exploration_loss}'")
+    _validate_passes(a, per_batch)
     need(t.max_env_frames >= 0, f"train.max_env_frames must be >= 0, got {t.max_env_frames}")
     need(t.max_seconds >= 0, f"train.max_seconds must be >= 0, got {t.max_seconds}")
     need(t.checkpoint_every_s > 0, f"train.checkpoint_every_s must be > 0, got {t.checkpoint_every_s}")
@@ -117,6 +118,15 @@ def validate(cfg: Any) -> None:
     need(cfg.eval.episodes >= 1, f"eval.episodes must be >= 1, got {cfg.eval.episodes}")
     # Whether CUDA is there is checked where each rank starts (nodes.placement), not here: this
     # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
+
+
+def _validate_passes(a: Any, trajectories: int) -> None:
+    """algo.epochs and algo.minibatches: every minibatch holds at least one trajectory."""
+    need(a.epochs >= 1, f"algo.epochs must be >= 1, got {a.epochs}")
+    need(a.kl_coeff >= 0, f"algo.kl_coeff must be >= 0 (0: off), got {a.kl_coeff}")
+    need(1 <= a.minibatches <= trajectories,
+         f"algo.minibatches must be between 1 and the trajectories in a batch (sampler.batch_size / "
+         f"sampler.rollout = {trajectories}), got {a.minibatches}")
 
 
 def _validate_population(cfg: Any) -> None:

@@ -13,6 +13,10 @@ CASES = [
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
     (["algo.value_clip=-0.2"], "algo.value_clip must be >= 0 (0: off), got -0.2"),
     (["algo.exploration_loss=kl"], "algo.exploration_loss must be one of entropy, symmetric_kl, got 'kl'"),
+    (["algo.epochs=0"], "algo.epochs must be >= 1, got 0"),
+    (["algo.minibatches=33"], "algo.minibatches must be between 1 and the trajectories in a batch "
+                              "(sampler.batch_size / sampler.rollout = 32), got 33"),
+    (["algo.kl_coeff=-0.1"], "algo.kl_coeff must be >= 0 (0: off), got -0.1"),
     (["nodes=0"], "nodes must be >= 1, got 0"),
     (["seed=-3"], "seed must be >= 0"),
     (["env=gym", "env.id=NoSuchEnv-v0"], "unknown gymnasium env id 'NoSuchEnv-v0'"),

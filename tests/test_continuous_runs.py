@@ -43,7 +43,9 @@ def test_halfcheetah_trains_and_enjoy_plays_the_mean_action(run_dir):
 
 def test_box_env_deterministic_runs_are_identical_whatever_the_layout(tmp_path):
     # learner threads pinned: their default follows the layout, and the learner's sums may split by thread
-    det = [*PENDULUM, "sampler.mode=deterministic", "train.max_env_frames=1200", "train.learner_threads=1"]
+    # two epochs of two minibatches: their order is drawn from the version, the same in both layouts
+    det = [*PENDULUM, "sampler.mode=deterministic", "train.max_env_frames=1200", "train.learner_threads=1",
+           "algo.epochs=2", "algo.minibatches=2"]
     train(tmp_path / "1x8", *det, "sampler.envs_per_worker=8", timeout=180)  # the later value wins
     train(tmp_path / "2x4", *det, "sampler.num_workers=2", timeout=180)
     a, b = summary(tmp_path / "1x8"), summary(tmp_path / "2x4")
@@ -53,12 +55,16 @@ def test_box_env_deterministic_runs_are_identical_whatever_the_layout(tmp_path):
 
 
 def test_two_nodes_on_a_box_env_end_with_identical_parameters(run_dir):
-    args = ["nodes=2", *PENDULUM, "sync.check_every=5", "sync.timeout_s=20"]
+    # four optimizer steps per batch (2 epochs x 2 minibatches), each an all-reduce of both ranks
+    args = ["nodes=2", *PENDULUM, "sync.check_every=5", "sync.timeout_s=20", "algo.epochs=2", "algo.minibatches=2"]
     train(run_dir, *args, "train.max_env_frames=4000", timeout=240)
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["nodes"] == 2
     a, b = s["param_checksums"]
     assert a == b and a != initial_checksum(*args)
+    # four versions an iteration; an iteration trains at most 256 frames (128 a rank; fewer when a
+    # straggler's batch was cut short)
+    assert s["policy_version"] % 4 == 0 and s["policy_version"] >= 4 * (s["env_frames"] // 256)
 
 
 def test_a_dict_action_space_is_refused_in_one_line(run_dir):

@@ -1,0 +1,75 @@
+"""algo.epochs x algo.minibatches: several optimizer steps per batch, each on whole trajectories,
+the batch counted once (frames, running norms)."""
+import numpy as np
+import pytest
+import torch
+from helpers import compose
+
+from nodes.buffers import SlotBatch
+from nodes.envs import EnvSpec
+from nodes.learner import Learner
+from nodes.models import ActorCritic
+
+SPEC = EnvSpec((4,), np.float32, (3,))
+
+
+def _batch(trajectories=8, steps=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return SlotBatch(obs=torch.randn(trajectories, steps + 1, 4, generator=g),
+                     meas=torch.zeros(trajectories, steps + 1, 0),
+                     actions=torch.randint(0, 3, (trajectories, steps, 1), generator=g).float(),
+                     logp=torch.full((trajectories, steps), -1.1), values=torch.zeros(trajectories, steps),
+                     rewards=torch.randn(trajectories, steps, generator=g),
+                     dones=torch.rand(trajectories, steps, generator=g) < 0.2,
+                     versions=torch.zeros(trajectories, steps, dtype=torch.int64), h0=torch.zeros(trajectories, 8))
+
+
+def _learner(epochs, minibatches):
+    cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", f"algo.epochs={epochs}",
+                  f"algo.minibatches={minibatches}")
+    torch.manual_seed(0)
+    return Learner(ActorCritic(SPEC, cfg.model), cfg.algo)
+
+
+def test_each_epoch_steps_once_per_minibatch_and_counts_the_batch_once():
+    learner, batch = _learner(2, 4), _batch()
+    stats = learner.train_step(batch)
+    assert learner.version == 8  # 2 epochs x 4 minibatches: a policy version per optimizer step
+    assert stats["global_samples"] == batch.num_samples == 40  # the frames of the batch, once
+    assert learner.model.obs_norm.count.item() == 40 and learner.returns.count.item() == 40
+    one = _learner(1, 1)
+    one.train_step(batch)
+    assert one.version == 1 and one.model.obs_norm.count.item() == 40
+
+
+def test_minibatches_split_whole_trajectories_in_an_order_every_rank_draws_alike():
+    learner, batch = _learner(2, 4), _batch()
+    passes = learner._passes(batch)
+    assert [epoch for epoch, _ in passes] == [0, 0, 0, 0, 1, 1, 1, 1]
+    for epoch in (0, 1):  # each epoch covers every trajectory once, whole (all its steps)
+        parts = [part for e, part in passes if e == epoch]
+        assert all(p.rewards.shape == (2, 5) for p in parts)
+        rows = sorted(tuple(r.tolist()) for p in parts for r in p.rewards)
+        assert rows == sorted(tuple(r.tolist()) for r in batch.rewards)
+    again = _learner(2, 4)._passes(batch)  # the order follows the version: the same on every rank
+    assert all(torch.equal(a.rewards, b.rewards) for (_, a), (_, b) in zip(passes, again))
+    assert not torch.equal(passes[0][1].rewards, passes[4][1].rewards)  # epochs reshuffle
+
+
+def test_several_steps_move_the_policy_further_than_one():
+    batch = _batch()
+    params = {}
+    for key in ((1, 1), (4, 2)):
+        learner = _learner(*key)
+        before = torch.cat([p.detach().flatten().clone() for p in learner.model.parameters()])
+        learner.train_step(batch)
+        after = torch.cat([p.detach().flatten() for p in learner.model.parameters()])
+        params[key] = (after - before).norm().item()
+    assert params[(4, 2)] > 2 * params[(1, 1)]
+
+
+@pytest.mark.parametrize("minibatches", [3])
+def test_uneven_minibatches_are_fine(minibatches):
+    learner = _learner(1, minibatches)
+    stats = learner.train_step(_batch())  # 8 trajectories in 3 parts: 3, 3, 2
+    assert learner.version == 3 and stats["global_samples"] == 40
