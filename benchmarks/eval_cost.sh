@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What evaluation during training costs: training frames/s (summary.json's train_fps) with
-# eval.every_frames=EVERY against without, alternated PAIRS times on the same layout, then each
-# pair's ratio and the mean ratio.
+# eval.every_frames=EVERY against eval.every_frames=0, alternated PAIRS times on the same layout
+# (off-on, then on-off, ...), then each pair's ratio and the mean ratio.
 #
 #   benchmarks/eval_cost.sh OUT_DIR [FRAMES [EVERY [PAIRS [overrides...]]]]
 #
@@ -17,8 +17,11 @@ shift $(( $# < 4 ? $# : 4 ))
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 for p in $(seq 1 "$pairs"); do
-  for side in off on; do
-    extra=()
+  # ABBA: the second pair runs on first, so a drift along the queue does not favour one side
+  order="off on"
+  [ $((p % 2)) -eq 0 ] && order="on off"
+  for side in $order; do
+    extra=("eval.every_frames=0")  # off must say so: evaluation is on by default
     [ "$side" = on ] && extra=("eval.every_frames=$every")
     python -m launch.train hydra.run.dir="$out/${side}_$p" train.max_env_frames="$frames" "${extra[@]}" "$@" \
       > "$out/${side}_$p.out" 2>&1
