@@ -129,7 +129,8 @@ class Learner:
         updates = self.model.norm_updates(batch.obs[:, :-1], batch.meas[:, :-1]) if fold_norms else []
         if self.returns is not None and fold_norms:
             updates.append((self.returns, self._targets))
-        moments = batch_moments(updates)
+        # (a batch's later epochs fold nothing: an empty vector rides along)
+        moments = batch_moments(updates) if updates else torch.zeros(0, device=self.device)
         self.clock(ALLREDUCE)
         timer = SyncTimer(self.device)
         global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.valid_samples, stop, moments,
