@@ -147,8 +147,8 @@ class AlgoConfig:
     # per batch. Every step is an all-reduce across nodes and a policy version (the policy lag
     # counts optimizer steps, as in Sample Factory); a batch's observation and return statistics
     # are folded into the running norms once, in its first epoch
-    epochs: int = 1
-    minibatches: int = 1
+    epochs: int = 1  # passes over each batch
+    minibatches: int = 1  # optimizer steps of each pass, each on this share of the batch's trajectories
     normalize_advantages: bool = True  # per node (per minibatch), as in DD-PPO
     # the critic predicts value targets divided by their running std (after their running mean is
     # taken off; moments over all nodes), and values are scaled back for V-trace/GAE; changes
