@@ -40,6 +40,16 @@ WINDOW_STEP = 10_000  # frames between the readings of --mean-from's window
 STAMP = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]")
 
 
+def _last_until(xs: list, values: list[float], x: float) -> float | None:
+    """The last value whose x is at or before `x` (xs ascending; None before the first)."""
+    last = None
+    for xi, v in zip(xs, values):
+        if xi > x:
+            break
+        last = v
+    return last
+
+
 @dataclass
 class Curve:
     name: str
@@ -50,12 +60,7 @@ class Curve:
 
     def at(self, frames: int) -> float | None:
         """The last reward logged at or before `frames` (None before the first)."""
-        last = None
-        for f, r in zip(self.frames, self.rewards):
-            if f > frames:
-                break
-            last = r
-        return last
+        return _last_until(self.frames, self.rewards, frames)
 
     def mean_between(self, lo: int, hi: int, step: int = WINDOW_STEP) -> float | None:
         """The curve's mean over frames lo..hi, read every `step` frames (None if it has no
@@ -65,12 +70,7 @@ class Curve:
 
     def at_time(self, seconds: float) -> float | None:
         """The last reward logged at or before `seconds` since launch (None before the first)."""
-        last = None
-        for s, r in zip(self.seconds, self.rewards):
-            if s > seconds:
-                break
-            last = r
-        return last
+        return _last_until(self.seconds, self.rewards, seconds)
 
     def first_reaching(self, threshold: float) -> tuple[int, float] | None:
         for f, s, r in zip(self.frames, self.seconds, self.rewards):
