@@ -14,7 +14,9 @@ from nodes.config import Config
 
 compose = functools.lru_cache(maxsize=None)(helpers.compose)  # read-only here: each option composed once
 
-GROUPS = sorted(d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d)))
+# conf/presets/ holds settings across groups that an option chooses for itself (`@_global_`), not a group
+GROUPS = sorted(d for d in os.listdir(CONF_DIR) if os.path.isdir(os.path.join(CONF_DIR, d)) and d != "presets")
+PRESETS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(CONF_DIR, "presets", "*.yaml")))
 OPTIONS = [(g, os.path.basename(p)[:-5]) for g in GROUPS
            for p in sorted(glob.glob(os.path.join(CONF_DIR, g, "*.yaml")))]
 IDENTITY = {"name", "family", "id", "mode"}  # keys that say which option this is: always written
@@ -40,8 +42,9 @@ def test_root_config_holds_no_defaults():
 @pytest.mark.parametrize("group,name", OPTIONS, ids=[f"{g}={n}" for g, n in OPTIONS])
 def test_option_file_holds_only_what_differs(group, name):
     own = raw(group, name)
-    # a family file by name; a dict entry is another group's choice (env/mujoco.yaml picks a model)
-    parents = [d for d in own.pop("defaults", []) if isinstance(d, str) and d != "_self_"]
+    # a family file by name; a dict entry is another group's choice (env/mujoco.yaml picks a model),
+    # a /presets/ entry a preset of settings across groups (tested below)
+    parents = [d for d in own.pop("defaults", []) if isinstance(d, str) and d != "_self_" and not d.startswith("/presets/")]
     assert len(parents) <= 1, "an option inherits at most its family file"
     # what the option would be without its own values: its family file, or the schema's defaults
     base = getattr(compose(f"{group}={parents[0]}") if parents else Config(), group)
@@ -71,3 +74,22 @@ def test_an_env_may_choose_its_model_and_the_command_line_still_wins():
     assert compose("env=mujoco_hopper", "model=simplified").model == compose().model
     assert compose("env=mujoco_hopper", "model=mlp").model == compose("model=mlp").model
     assert compose("env=gym").model == compose().model
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_preset_holds_only_what_differs_from_the_schema(name):
+    own = raw("presets", name)
+    assert own, f"conf/presets/{name}.yaml is empty"
+    repeated = {f"{group}.{k}": v for group, section in own.items() for k, v in section.items()
+                if getattr(getattr(Config(), group), k) == v}
+    assert not repeated, f"conf/presets/{name}.yaml repeats schema defaults: {repeated}"
+
+
+def test_mujoco_envs_train_with_their_preset_and_the_command_line_still_wins():
+    preset = raw("presets", "mujoco")
+    for env in ("mujoco_hopper", "mujoco_halfcheetah"):
+        cfg = compose(f"env={env}")
+        assert all(getattr(getattr(cfg, g), k) == v for g, section in preset.items() for k, v in section.items())
+    mine = compose("env=mujoco_hopper", "algo.lr=0.01", "sampler.rollout=16")
+    assert (mine.algo.lr, mine.sampler.rollout, mine.algo.epochs) == (0.01, 16, preset["algo"]["epochs"])
+    assert compose("env=gym").algo == compose().algo and compose("env=gym").sampler == compose().sampler
