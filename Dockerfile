@@ -1,5 +1,5 @@
-# Image a GPU node runs: Python 3.11, torch with CUDA, the project with its atari and video extras,
-# a Slurm client for requeue. Not yet built or run on a GPU by this project (README: Containers).
+# Image a GPU node runs: Python 3.11, torch with CUDA, the project with its atari, mujoco, envpool
+# and video extras, a Slurm client for requeue. Not yet built or run on a GPU by this project (README: Containers).
 # Build: docker build -t distrl .
 # Run:   docker run --gpus all --ipc=host -v $PWD/runs:/runs distrl python -m launch.train train.device=cuda
 #
@@ -41,7 +41,7 @@ RUN pip install "torch==${TORCH_VERSION}" --index-url "${TORCH_INDEX}"
 
 WORKDIR /opt/distrl
 COPY pyproject.toml ./
-RUN mkdir nodes sync launch && touch README.md && pip install -e ".[atari,mujoco,video]"
+RUN mkdir nodes sync launch && touch README.md && pip install -e ".[atari,mujoco,envpool,video]"
 
 COPY README.md ./
 COPY conf ./conf
@@ -49,7 +49,7 @@ COPY nodes ./nodes
 COPY sync ./sync
 COPY launch ./launch
 # editable: Hydra reads conf/ next to launch/. The imports fail the build on a missing system library.
-RUN pip install --no-deps -e . && python -c "import launch.train, vizdoom, ale_py, av, mujoco"
+RUN pip install --no-deps -e . && python -c "import launch.train, vizdoom, ale_py, av, mujoco, envpool"
 
 # Run directories (Hydra's output dirs) live under /runs: mount a volume there to keep them.
 WORKDIR /runs

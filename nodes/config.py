@@ -22,6 +22,10 @@ class EnvConfig:
     family: str = "doom"  # doom | atari | dmlab | gym
     # doom: a scenario .cfg bundled with vizdoom; atari: ALE/<Game>-v5; dmlab: a level; gym: a gymnasium id
     id: str = "basic.cfg"
+    # python: each env a Python object stepped by its rollout worker | envpool: each env group of a
+    # rollout worker one EnvPool batch stepped in C++ (Atari and EnvPool's gym tasks: MuJoCo,
+    # classic control; nodes/envs/envpool_env.py); evaluation and enjoy step the python backend
+    backend: str = "python"
     frameskip: int = 4  # engine frames per agent step (env_frames count these)
     width: int = 128  # observation size fed to the model (VizDoom renders 160x120 and is resized)
     height: int = 72  # the model's input height
@@ -53,7 +57,7 @@ class EnvConfig:
     # the status bar (health, ammo) drawn into the frames the model sees: true | false | null (the
     # .cfg's own; the bundled ones hide it, Sample Factory's .cfg variants of basic, defend_* and
     # deadly_corridor show it)
-    render_hud: Any = None  # subtracted from the game reward at death (VizDoom's death_penalty)
+    render_hud: Any = None
     # A match against the engine's scripted bots (nodes/envs/doom_match.py): the env hosts a
     # deathmatch of itself and `bots` bots; an episode is one match of match_minutes, a death
     # respawns, and the score (the logged episode reward) is the agent's frags.

@@ -254,8 +254,9 @@ def run_rollout_worker(cfg, rank: int, worker: int, buffers, channels, control, 
     with private_workdir(cfg.run_dir, f"rollout{worker}"):
         try:
             k = cfg.sampler.envs_per_worker
+            groups = [[e - worker * k for e in group] for group in env_groups(cfg.sampler)[worker]]
             envs += make_envs(cfg.env, k, lambda i: seeds.derive(cfg.seed, seeds.ENV, rank, worker * k + i,
-                                                                 control.start_version))
+                                                                 control.start_version), groups)
             channels.reports.put(("ready", f"rollout{worker}"))
             if random_actions:
                 _simulate(cfg, seeds.derive(cfg.seed, seeds.SIMULATE, rank, worker), worker, envs, buffers, control)

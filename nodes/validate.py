@@ -75,6 +75,7 @@ def validate(cfg: Any) -> None:
     need(e.agents >= 1, f"env.agents must be >= 1, got {e.agents}")
     need(e.agents == 1 or e.family == "doom",
          f"env.agents={e.agents}: matches between agents are VizDoom matches; env family '{e.family}' has none")
+    need(e.backend in ("python", "envpool"), f"env.backend must be python or envpool, got '{e.backend}'")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
     need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")

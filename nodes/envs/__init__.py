@@ -123,6 +123,9 @@ def _module(family: str):
 def check_env_config(env_cfg) -> None:
     """Raise ConfigError (one line) if this env cannot be created here. Starts no engine."""
     _module(env_cfg.family).check(env_cfg)
+    if env_cfg.backend == "envpool":
+        from nodes.envs import envpool_env
+        envpool_env.check(env_cfg)
 
 
 def env_spec(env_cfg) -> EnvSpec:
@@ -134,9 +137,14 @@ def make_env(env_cfg, seed: int):
     return _module(env_cfg.family).make(env_cfg, seed)
 
 
-def make_envs(env_cfg, count: int, seed_of) -> list:
+def make_envs(env_cfg, count: int, seed_of, groups: list[list[int]] | None = None) -> list:
     """`count` env slots; slot i's seed is seed_of(i). With env.agents > 1 a match fills
-    env.agents consecutive slots (seeded by its first slot's seed)."""
+    env.agents consecutive slots (seeded by its first slot's seed). groups: a rollout worker's env
+    groups (slot indexes stepped together): with env.backend=envpool each is one EnvPool batch;
+    without them (evaluation, enjoy) the envs are the python backend's."""
+    if groups is not None and env_cfg.backend == "envpool":
+        from nodes.envs import envpool_env
+        return envpool_env.make_slots(env_cfg, env_spec(env_cfg), groups, seed_of)
     if env_cfg.agents == 1:
         return [make_env(env_cfg, seed_of(i)) for i in range(count)]
     from nodes.envs import doom_agents
