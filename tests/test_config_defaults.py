@@ -44,7 +44,8 @@ def test_option_file_holds_only_what_differs(group, name):
     own = raw(group, name)
     # a family file by name; a dict entry is another group's choice (env/mujoco.yaml picks a model),
     # a /presets/ entry a preset of settings across groups (tested below)
-    parents = [d for d in own.pop("defaults", []) if isinstance(d, str) and d != "_self_" and not d.startswith("/presets/")]
+    parents = [d for d in own.pop("defaults", [])
+               if isinstance(d, str) and d != "_self_" and not d.startswith("/presets/")]
     assert len(parents) <= 1, "an option inherits at most its family file"
     # what the option would be without its own values: its family file, or the schema's defaults
     base = getattr(compose(f"{group}={parents[0]}") if parents else Config(), group)

@@ -38,7 +38,7 @@ def test_atari_observations_rewards_and_lives_are_the_python_backends():
     try:
         a, b = ours.reset(), slots[0].reset()
         slots[1].reset()
-        life_losses = games = pixels = 0
+        life_losses = games = 0
         worst = 0.0
         for _ in range(1500):
             action, other = (int(x) for x in rng.integers(4, size=2))
@@ -60,7 +60,6 @@ def test_atari_observations_rewards_and_lives_are_the_python_backends():
             diff = np.abs(a.astype(int) - b.astype(int))
             assert diff.max() <= 1  # OpenCV's INTER_AREA rounds a few pixels the other way
             worst = max(worst, float((diff > 0).mean()))
-            pixels += 1
         assert life_losses >= 4 and games >= 2, (life_losses, games)
         assert worst < 0.01, worst
     finally:
@@ -90,12 +89,12 @@ def test_gym_tasks_step_reset_and_time_out_as_the_python_backend_does():
     cart = group_conf("env", "gym", id="CartPole-v1", backend="envpool")
     slot = pool_slots(cart, [[0]])[0]
     slot.reset()
-    for t in range(500):
+    steps, done = 0, False
+    while not done and steps < 100:
         slot.submit(0)  # always left: the pole falls within a few dozen steps
         obs, reward, done, info = slot.step(0)
-        if done:
-            break
-    assert done and t < 100 and obs is None and info.get("truncated") is None and reward == 1.0
+        steps += 1
+    assert done and steps < 100 and obs is None and info.get("truncated") is None and reward == 1.0
     assert slot.reset().dtype == np.float32
     slot.close()
 
