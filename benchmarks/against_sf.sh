@@ -7,7 +7,8 @@
 #   benchmarks/against_sf.sh SCENARIO SEED FRAMES OUT_DIR
 #
 # SCENARIO is our conf/env name, which is also Sample Factory's env name (doom_health_gathering,
-# doom_my_way_home, mujoco_halfcheetah, mujoco_hopper, ...; Sample Factory's MuJoCo tasks are
+# doom_my_way_home, mujoco_halfcheetah, mujoco_hopper, ...; but mujoco_walker2d is its
+# mujoco_walker; Sample Factory's MuJoCo tasks are
 # gymnasium's v4, ours v5: the same bodies and rewards). SF_PYTHON (default sfvenv/bin/python) is
 # a Python with Sample Factory installed in its own venv:
 #   python -m venv sfvenv && sfvenv/bin/pip install torch==2.13.0 sample-factory==2.1.1 vizdoom==1.3.2
@@ -38,6 +39,8 @@ case "$scenario" in
   mujoco_*) sf_module=sf_examples.mujoco.train_mujoco every=100000 ;;
   *) sf_module=sf_examples.vizdoom.train_vizdoom every=250000 ;;
 esac
+sf_env=$scenario
+[ "$scenario" = mujoco_walker2d ] && sf_env=mujoco_walker  # Sample Factory's one other name
 read -r -a ours_args <<< "${OURS_ARGS:-}"
 
 for side in $sides; do
@@ -46,7 +49,7 @@ for side in $sides; do
       [ -e "$ours" ] || python -m launch.train hydra.run.dir="$ours" env="$scenario" \
         train.max_env_frames="$frames" seed="$seed" "${ours_args[@]}" ;;
     sf)
-      [ -e "$sf" ] || "$sf_python" -m "$sf_module" --env="$scenario" --device=cpu \
+      [ -e "$sf" ] || "$sf_python" -m "$sf_module" --env="$sf_env" --device=cpu \
         --num_workers=2 --num_envs_per_worker=8 --train_for_env_steps="$frames" --seed="$seed" \
         --experiment="sf_${scenario}_s$seed" --train_dir="$out/sf" > "$out/sf_${scenario}_s$seed.out" 2>&1 ;;
     *) echo "SIDES: unknown side '$side' (ours, sf)" >&2; exit 2 ;;
