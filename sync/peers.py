@@ -26,7 +26,8 @@
   collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped
   changing (sync.liveness: one rule, on this host's clock) are named in the error; if the store
   itself is gone, rank 0 (its host) is the lost one.
-  The gradient all-reduce is started asynchronously and waited for here: an NCCL collective
+  Every collective but the state broadcast of a world change (broadcast_object_list has no
+  async form) is started asynchronously and waited for here: an NCCL collective
   returns once queued and a dead peer makes it hang, not fail, so the wait polls the work and,
   about once a second, the heartbeats; a rank whose heartbeat stopped changing, or
   sync.timeout_s without an answer, ends it with PeerLost. gloo still fails at once when a
@@ -38,6 +39,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import os
@@ -229,19 +231,26 @@ class DistPeers(Peers):
         flat, size = pack(params, num_samples, (float(stop), float(self._join_seen)), sums)
         what = "the gradient all-reduce" + (f" of population member {member}" if member else "")
         group = self._groups[member]
-        self._guard(what, lambda: self._wait(dist.all_reduce(flat, group=group, async_op=True), what))
+        self._collective(what, functools.partial(dist.all_reduce, group=group), flat)
         total, votes, joins = unpack(params, flat, size, sums)  # only once it completed: on CUDA the host sync
         self._pending = self._pending or joins > 0
         return int(round(total)), votes > 0
 
+    def _collective(self, what: str, op, *args) -> None:
+        """Run one collective started with async_op=True and wait for it under our watch (`_wait`):
+        every collective, not only the gradient all-reduce, so a peer that froze (SIGSTOP: its
+        socket stays open, gloo waits its whole timeout) is named by its heartbeat in seconds
+        whichever collective the others were in."""
+        self._guard(what, lambda: self._wait(op(*args, async_op=True), what))
+
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        self._guard("the statistics all-reduce", dist.all_reduce, tensor)
+        self._collective("the statistics all-reduce", dist.all_reduce, tensor)
         return tensor
 
     def gather_stats(self, values: list[float]) -> list[list[float]]:
         mine = torch.tensor(values, dtype=torch.float64, device=self.small_device)
         rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
-        self._guard("the stats gather", dist.all_gather, rows, mine)
+        self._collective("the stats gather", dist.all_gather, rows, mine)
         return [row.tolist() for row in rows]
 
     def check_agreement(self, model: nn.Module, version: int, extra: bytes = b"") -> list[str]:
@@ -251,7 +260,7 @@ class DistPeers(Peers):
         digest = agreement_digest(model, extra, params)
         mine = torch.tensor(list(bytes.fromhex(params + digest)), dtype=torch.uint8, device=self.small_device)
         rows = [torch.zeros_like(mine) for _ in range(self.world_size)]
-        self._guard("the parameter check", dist.all_gather, rows, mine)
+        self._collective("the parameter check", dist.all_gather, rows, mine)
         pairs = [bytes(row.tolist()).hex() for row in rows]
         param_sums, sums = [p[:64] for p in pairs], [p[64:] for p in pairs]
         at = f" at policy version {version}" if version >= 0 else ""

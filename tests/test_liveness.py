@@ -8,6 +8,7 @@ old heartbeat did (`repr(time.time())`) on a skewed clock; then a real 3-rank Di
 rank 1 runs 10 s ahead and rank 2 10 s behind (their time.time shifted): no rank names another lost,
 and a rank whose heartbeat stops is named by the others within the bound."""
 import os
+import signal
 import threading
 import time
 import traceback
@@ -151,3 +152,54 @@ def test_dist_peers_names_no_live_rank_with_a_skewed_clock_lost_and_names_a_sile
     for rank in (0, 2):
         dead, took = results[rank]["dead"]
         assert dead == [1] and took < NAMED_WITHIN_S, (rank, dead, took)
+
+
+# the collectives a node makes besides the gradient all-reduce (whose frozen peer
+# tests/test_elastic.py's SIGSTOP test meets most of the time); before 2026-11-26 these waited out
+# sync.timeout_s (32.5 s here), which that test met when the SIGSTOP came just before one of them
+FROZEN_CALLS = {
+    "stats gather": lambda peers: peers.gather_stats([1.0, 2.0]),
+    "parameter check": lambda peers: peers.check_agreement(torch.nn.Linear(2, 2), 0),
+    "statistics all-reduce": lambda peers: peers.all_sum(torch.zeros(3)),
+}
+
+
+def _frozen_peer_rank(rank, port, out_dir, what):
+    """Rank 1 freezes (SIGSTOP: its sockets stay open, so gloo would wait out its whole timeout)
+    right after the world formed; rank 0 then enters `what` and must name rank 1 by its heartbeat."""
+    from nodes.errors import PeerLost
+    from sync.peers import DistPeers
+    from sync.world import World
+
+    peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose("sync.timeout_s=30").sync)
+    peers.all_sum(torch.zeros(1))
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
+    t0 = time.monotonic()
+    try:
+        FROZEN_CALLS[what](peers)
+        result = ("returned", time.monotonic() - t0)
+    except PeerLost as exc:
+        result = (exc.ranks, time.monotonic() - t0)
+    torch.save(result, os.path.join(out_dir, "rank0.pt"))
+    os._exit(0)  # no closing handshake with a frozen peer
+
+
+@pytest.mark.parametrize("what", list(FROZEN_CALLS))
+def test_a_frozen_peer_is_named_by_its_heartbeat_in_every_collective(tmp_path, what):
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=_frozen_peer_rank, args=(r, port, str(tmp_path), what)) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        procs[0].join(60)
+        assert procs[0].exitcode == 0
+    finally:
+        for p in procs:
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGKILL)
+                p.join(10)
+    lost, took = torch.load(tmp_path / "rank0.pt")
+    assert lost == [1] and took < NAMED_WITHIN_S + HEARTBEAT_S, (what, lost, took)  # not sync.timeout_s (30 s)
