@@ -200,11 +200,12 @@ def test_each_collective_uses_the_device_made_for_it(freeze_world):
         bulk, small = results["devices"]
         assert (bulk, small) == (cpu, cpu)  # a CPU model: both CPU here; the cuda case is a pure function above
         assert results["calls"] == [
-            ("all_gather", [(small, "torch.float64")], "None", False),  # the run state's source: progress
+            # every collective under the heartbeat watch (async), but the object broadcast (no async form)
+            ("all_gather", [(small, "torch.float64")], "None", True),  # the run state's source: progress
             ("broadcast_object_list", [], small, False),  # the run state, pickled on the CPU
-            ("all_reduce", [(bulk, "torch.float32")], "None", True),  # gradients and moments, under the watch
-            ("all_gather", [(small, "torch.float64")], "None", False),  # stats rows
-            ("all_gather", [(small, "torch.uint8")], "None", False),  # checksums
+            ("all_reduce", [(bulk, "torch.float32")], "None", True),  # gradients and moments
+            ("all_gather", [(small, "torch.float64")], "None", True),  # stats rows
+            ("all_gather", [(small, "torch.uint8")], "None", True),  # checksums
         ], f"rank {rank}"
         assert results["last_checksum"] is not None
 
