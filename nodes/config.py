@@ -172,7 +172,8 @@ class TrainConfig:
     checkpoint_every_s: float = 300.0  # seconds between checkpoints (and one at the end)
     keep_checkpoints: int = 2  # the newest this many checkpoints are kept
     status_every_s: float = 5.0  # seconds between status lines
-    # torch threads in the learner; 0 = on CPU the rank's cores its workers leave (at least 1), 2 on CUDA
+    # torch threads in the learner; 0 = on CPU the rank's cores its workers leave (at least 1; all of
+    # them with sampler.mode=sync, where the workers wait while it learns), 2 on CUDA
     learner_threads: int = 0
     # cpu | cuda (one GPU per rank, chosen where the rank starts: nodes.placement) | cuda:N
     device: str = "cpu"

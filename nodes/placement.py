@@ -123,7 +123,8 @@ def core_share(affinity: Sequence[int], rank_on_host: int, ranks_on_host: int, b
 
 
 def plan_processes(cores: list[int], num_workers: int | str, num_policy_workers: int, on_cuda: bool,
-                   learner_threads: int, pin_offset: int = 0) -> tuple[int, list[int], int]:
+                   learner_threads: int, pin_offset: int = 0,
+                   learns_alone: bool = False) -> tuple[int, list[int], int]:
     """(rollout workers, the cores they are pinned to, learner threads).
 
     num_workers="auto": every core of the share left after the learner and the policy workers
@@ -135,7 +136,9 @@ def plan_processes(cores: list[int], num_workers: int | str, num_policy_workers:
     every parallel kernel waits for its slowest thread, and with the cores shared one of them is
     often descheduled. On the 2-core VM (2 workers, 1 policy worker) one thread trained 9.8 %
     faster than two (`python -m launch.bench bench.modes=[async]`, five alternated pairs, every
-    pair faster).
+    pair faster). learns_alone (sampler.mode=sync): the workers wait while the learner learns, so
+    its threads are every core of the share: Pong with 4 x 4 minibatches trained at 1,963 frames/s
+    with two threads against 1,562 with one on the 2-core VM (docs/environments.md).
     """
     reserved = 1 + num_policy_workers
     workers = max(1, len(cores) - reserved) if num_workers == "auto" else int(num_workers)
@@ -149,6 +152,8 @@ def plan_processes(cores: list[int], num_workers: int | str, num_policy_workers:
         threads = learner_threads
     elif on_cuda:
         threads = min(CUDA_LEARNER_THREADS, len(cores))
+    elif learns_alone:
+        threads = len(cores)
     else:
         threads = max(1, len(cores) - workers - num_policy_workers)
     return workers, worker_cores, threads
@@ -199,7 +204,7 @@ def place(cfg, env: Mapping[str, str], visible_gpus: int, affinity: Sequence[int
     cores = core_share(affinity, me, ranks_here, slurm_bound_cpus(env))
     workers, worker_cores, threads = plan_processes(
         cores, cfg.sampler.num_workers, cfg.sampler.num_policy_workers, device.startswith("cuda"),
-        cfg.train.learner_threads, cfg.sampler.pin_offset)
+        cfg.train.learner_threads, cfg.sampler.pin_offset, learns_alone=cfg.sampler.mode == "sync")
     if not worker_cores:
         raise ConfigError(f"no CPU core left for rollout workers on {where(env)}")
     precision = choose_precision(cfg.train.precision, sorted({device, policy}), bf16_fast)

@@ -87,6 +87,9 @@ def test_process_plan_cpu_learner_takes_the_free_cores_and_gpu_reserves_feeders(
     # GPU: learner + policy worker keep the first cores, 1-2 learner threads, auto = the rest
     assert plan_processes(list(range(10)), "auto", 2, on_cuda=True, learner_threads=0) == (7, list(range(3, 10)), 2)
     assert plan_processes([0, 1], "auto", 1, on_cuda=False, learner_threads=3) == (1, [0, 1], 3)
+    # sync sampling: the workers wait while the learner learns, so it takes every core
+    assert plan_processes([0, 1], 2, 1, on_cuda=False, learner_threads=0, learns_alone=True) == (2, [0, 1], 2)
+    assert plan_processes([0, 1], 2, 1, on_cuda=False, learner_threads=1, learns_alone=True)[2] == 1
 
 
 def test_place_a_slurm_gpu_task():
