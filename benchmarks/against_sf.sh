@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ours against Sample Factory 2.1.1 on one VizDoom scenario or MuJoCo task: the same layout (2
+# Ours against Sample Factory 2.1.1 on one VizDoom scenario, MuJoCo task or Atari game: the same layout (2
 # rollout workers x 8 envs), the same seed and frames, one after the other, each trainer with its
 # own defaults for the scenario; then the true objective of both at equal frames (launch.curves),
 # drawn into OUT_DIR/SCENARIO_sSEED.png.
@@ -13,6 +13,11 @@
 # a Python with Sample Factory installed in its own venv:
 #   python -m venv sfvenv && sfvenv/bin/pip install torch==2.13.0 sample-factory==2.1.1 vizdoom==1.3.2
 #   sfvenv/bin/pip install "mujoco<3.2" imageio     # for the MuJoCo tasks
+#   sfvenv/bin/pip install ale-py==0.8.1 && sfvenv/bin/ale-import-roms \
+#     "$(python -c 'import ale_py, os; print(os.path.dirname(ale_py.__file__))')/roms"  # Atari
+# (Sample Factory's Atari games are gymnasium's <Game>NoFrameskip-v4 through its own wrappers, ours
+# ALE/<Game>-v5 without sticky actions: the same DQN preprocessing, but it also presses FIRE after
+# each reset and lost life.)
 # OURS_ARGS: extra overrides for our side (words split on spaces).
 # SIDES="ours sf" (default) picks which trainers run; a side whose run directory exists is not
 # run again (the curves read it as it is).
@@ -37,6 +42,7 @@ case "$scenario" in
 esac
 case "$scenario" in
   mujoco_*) sf_module=sf_examples.mujoco.train_mujoco every=100000 ;;
+  atari_*) sf_module=sf_examples.atari.train_atari every=500000 ;;
   *) sf_module=sf_examples.vizdoom.train_vizdoom every=250000 ;;
 esac
 sf_env=$scenario
