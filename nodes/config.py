@@ -114,6 +114,9 @@ class ModelConfig:
 class AlgoConfig:
     name: str = "appo"  # asynchronous PPO: PPO clipping + GAE, or V-trace targets (algo.vtrace)
     lr: float = 1e-4  # Adam's learning rate
+    # constant | linear: lr x (1 - env frames / train.max_env_frames), to 0 at the run's end (Sample
+    # Factory's linear_decay, of its MuJoCo and Atari examples); PBT's lr is the one scaled
+    lr_schedule: str = "constant"
     gamma: float = 0.99  # discount factor
     # V-trace targets (the Sample Factory paper's APPO); off: GAE (gae_lambda) on the behaviour
     # values, as Sample Factory 2 runs VizDoom. GAE by default: with the policy lag near 1.5 and

@@ -44,6 +44,7 @@ class Learner:
         self.model, self.cfg, self.precision, self.member = model, algo_cfg, precision, member
         self.peers = peers or Solo()
         self.optimizer = make_optimizer(model, algo_cfg)
+        self.base_lr, self.lr_scale = algo_cfg.lr, 1.0  # the lr (PBT's) and the schedule's factor on it
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
         self.clock = Clock()  # the node hands it its row of the phase table (nodes.profile)
@@ -185,7 +186,7 @@ class Learner:
             stop_voted, timers = stop_voted or voted, timers + [timer]
         stats = dict(zip(LOGGED, (total / len(timers)).tolist()))  # the one host sync of the iteration
         stats.update(policy_lag_mean=float(lag.mean()), policy_lag_max=float(lag.max()),
-                     global_samples=global_samples, stop_voted=float(stop_voted),
+                     global_samples=global_samples, stop_voted=float(stop_voted), lr=self.lr,
                      sync_s=sum(t.seconds() for t in timers), step_s=time.perf_counter() - t0)
         return stats
 
@@ -208,11 +209,22 @@ class Learner:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def set_hyper(self, lr: float, entropy_coeff: float) -> None:
-        """A population member's hyper-parameters (PBT): the optimizer's learning rate and the
-        exploration loss's coefficient (self.cfg is this learner's own copy)."""
+        """A population member's hyper-parameters (PBT): the optimizer's learning rate (times the
+        schedule's factor) and the exploration loss's coefficient (self.cfg is this learner's own copy)."""
+        self.base_lr = lr
+        self._set_lr(lr * self.lr_scale)
+        self.cfg.entropy_coeff = entropy_coeff
+
+    def schedule_lr(self, progress: float) -> None:
+        """algo.lr_schedule at `progress` (the run's env frames / train.max_env_frames, equal on every
+        rank): linear scales the lr by 1 - progress; constant leaves it (a resumed run's saved lr too)."""
+        if self.cfg.lr_schedule == "linear":
+            self.lr_scale = max(0.0, 1.0 - progress)
+            self._set_lr(self.base_lr * self.lr_scale)
+
+    def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        self.cfg.entropy_coeff = entropy_coeff
 
     def state_dict(self) -> dict:
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),

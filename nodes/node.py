@@ -153,6 +153,9 @@ class Node:
         cfg, st, tick = self.cfg, self.state, self.state.iterations
         self.members.learners[0].clock(WAIT)
         batches, partial = self.sampler.wait(self.peers, tick, min_slots, self.idle)
+        progress = st.stats.env_frames / cfg.train.max_env_frames if cfg.train.max_env_frames else 0.0
+        for learner in self.members.learners:
+            learner.schedule_lr(progress)
         self.trains = self.sampler.learn(batches, self._stop_vote())
         train = merge_trains(self.trains)
         local = sum(b.valid_samples for b in batches if b is not None)

@@ -217,7 +217,7 @@ class Scalars:
         w.add_scalar("perf/fps", stats.fps(), step)
         w.add_scalar("perf/sync_s", train.get("sync_s", 0.0), step)
         for k in ("loss", "policy_loss", "value_loss", "entropy", "grad_norm", "ratio_dev", "kl",
-                  "policy_lag_mean", "policy_lag_max", "step_s"):
+                  "policy_lag_mean", "policy_lag_max", "step_s", "lr"):
             if k in train:
                 w.add_scalar(f"train/{k}", train[k], step)
         if ranks is None:

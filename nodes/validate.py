@@ -57,6 +57,9 @@ def validate(cfg: Any) -> None:
          "sampler.mode=deterministic with several nodes needs sync.straggler=false (cutting a straggler's "
          "rollout short depends on timing, so it is not reproducible)")
     need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
+    need(a.lr_schedule in ("constant", "linear"), f"algo.lr_schedule must be constant or linear, got '{a.lr_schedule}'")
+    need(a.lr_schedule != "linear" or cfg.train.max_env_frames > 0,
+         "algo.lr_schedule=linear decays the lr to 0 at train.max_env_frames: set it (> 0)")
     need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")
     need(a.clip_ratio > 0, f"algo.clip_ratio must be > 0, got {a.clip_ratio}")
     need(a.max_grad_norm >= 0, f"algo.max_grad_norm must be >= 0, got {a.max_grad_norm}")

@@ -73,3 +73,22 @@ def test_uneven_minibatches_are_fine(minibatches):
     learner = _learner(1, minibatches)
     stats = learner.train_step(_batch())  # 8 trajectories in 3 parts: 3, 3, 2
     assert learner.version == 3 and stats["global_samples"] == 40
+
+
+def test_a_linear_lr_schedule_scales_the_lr_pbt_sets_and_constant_leaves_it():
+    cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", "algo.lr=0.002", "algo.lr_schedule=linear")
+    learner = Learner(ActorCritic(SPEC, cfg.model), cfg.algo)
+    learner.schedule_lr(0.25)
+    assert learner.lr == pytest.approx(0.0015)
+    learner.set_hyper(0.004, 0.01)  # a PBT step: the new lr, still scaled
+    assert learner.lr == pytest.approx(0.003)
+    learner.train_step(_batch())
+    learner.schedule_lr(1.2)  # past the end (the last batch overshoots): 0, not negative
+    assert learner.lr == 0.0
+    before = [p.detach().clone() for p in learner.model.parameters()]
+    learner.train_step(_batch(seed=1))
+    assert all(torch.equal(a, b) for a, b in zip(before, learner.model.parameters()))  # lr 0: no move
+    const = _learner(1, 1)
+    const.optimizer.param_groups[0]["lr"] = 5e-5  # as a resumed checkpoint leaves it
+    const.schedule_lr(0.5)
+    assert const.lr == 5e-5

@@ -5,6 +5,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 import torch
 from helpers import FAST_GYM, compose, read_until, start_train, summary, train
 
@@ -12,7 +13,8 @@ from nodes import checkpoint as ckpt
 
 
 def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
-    train(run_dir, *FAST_GYM, "train.max_env_frames=2048", timeout=240)
+    linear = "algo.lr_schedule=linear"  # to 0 at max_env_frames, which the resume below moves
+    train(run_dir, *FAST_GYM, linear, "train.max_env_frames=2048", timeout=240)
     first = summary(run_dir)
     assert first["outcome"] == "finished" and first["nodes"] == 1
     assert first["env_frames"] >= 2048 and first["episodes"] > 0
@@ -34,13 +36,16 @@ def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
     assert first["mean_episode_true_objective"] == first["mean_episode_reward"] == first["mean_episode_length"]
     assert acc.Scalars("episode/length")[-1].value == acc.Scalars("episode/reward")[-1].value > 8
     assert len(acc.Scalars("train/loss")) == first["policy_version"]
+    # the lr (FAST_GYM's 0.001) at each iteration: 1 - frames before it / 2048, 16 steps of 128
+    lrs = [e.value for e in acc.Scalars("train/lr")]
+    assert lrs == pytest.approx([0.001 * (1 - i / 16) for i in range(16)], rel=1e-6)
     # the checkpoint holds the optimizer state of every step taken
     state = ckpt.load(ckpt.latest(run_dir))
     assert state["env_frames"] == first["env_frames"]
     assert int(state["optimizer"]["state"][0]["step"]) == first["policy_version"]
 
     # same run directory again: resumes, continues the frame counter and the optimizer
-    train(run_dir, *FAST_GYM, "train.max_env_frames=4096", timeout=240)
+    train(run_dir, *FAST_GYM, linear, "train.max_env_frames=4096", timeout=240)
     second = summary(run_dir)
     assert second["resumed_from"] and second["resumed_from"].endswith(f"checkpoint_{first['policy_version']:09d}.pt")
     assert second["env_frames"] >= 4096
@@ -49,6 +54,9 @@ def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
     assert int(state["optimizer"]["state"][0]["step"]) == second["policy_version"]
     assert second["param_checksums"] != first["param_checksums"]
     assert "resumed from" in open(os.path.join(run_dir, "train.log")).read()
+    acc.Reload()  # the resumed launch goes on from 2048 of 4096 frames: half the lr, down to 1/32
+    resumed = [e.value for e in acc.Scalars("train/lr") if e.step > 2048]
+    assert resumed == pytest.approx([0.001 * (1 - i / 32) for i in range(16, 32)], rel=1e-6)
 
 
 def test_foreign_checkpoint_in_run_dir_is_one_line_error(run_dir):
