@@ -123,13 +123,13 @@ def test_self_play_against_frozen_snapshots(tmp_path):
     run = str(tmp_path / "run")
     snap = ["env=doom_duel", "env.match_minutes=0.2", "population.snapshots=2", "population.snapshot_every_frames=3000",
             "sampler.envs_per_worker=4"]
-    train(run, *snap, "train.max_env_frames=20000", timeout=300)
+    train(run, *snap, "train.max_env_frames=12000", timeout=300)
     s = summary(run)
     assert s["outcome"] == "finished" and s["snapshots_taken"] >= 2, s.get("snapshots_taken")
     against = s["population"][0]["against"]
     assert against.get("snapshot0", {}).get("matches", 0) > 0 and against.get("0", {}).get("matches", 0) > 0, against
     log = open(os.path.join(run, "train.log")).read()
     assert "self-play snapshot 1: member 0 at version" in log and "frozen as snapshot0" in log
-    train(run, *snap, "train.max_env_frames=26000", timeout=300)
+    train(run, *snap, "train.max_env_frames=16000", timeout=300)
     r = summary(run)
     assert r["resumed_from"] and r["snapshots_taken"] >= s["snapshots_taken"]
