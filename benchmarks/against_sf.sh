@@ -40,9 +40,11 @@ case "$scenario" in
   doom_basic|doom_deadly_corridor) sf_scale=0.01 ;;
   *) sf_scale=1 ;;
 esac
+sf_extra=()
 case "$scenario" in
   mujoco_*) sf_module=sf_examples.mujoco.train_mujoco every=100000 ;;
-  atari_*) sf_module=sf_examples.atari.train_atari every=500000 ;;
+  # its sync sampler wants one rollout of all envs to be one training batch (8 x 128 there): 2 x 8 x 64
+  atari_*) sf_module=sf_examples.atari.train_atari every=500000 sf_extra=(--rollout=64) ;;
   *) sf_module=sf_examples.vizdoom.train_vizdoom every=250000 ;;
 esac
 sf_env=$scenario
@@ -57,7 +59,8 @@ for side in $sides; do
     sf)
       [ -e "$sf" ] || "$sf_python" -m "$sf_module" --env="$sf_env" --device=cpu \
         --num_workers=2 --num_envs_per_worker=8 --train_for_env_steps="$frames" --seed="$seed" \
-        --experiment="sf_${scenario}_s$seed" --train_dir="$out/sf" > "$out/sf_${scenario}_s$seed.out" 2>&1 ;;
+        --experiment="sf_${scenario}_s$seed" --train_dir="$out/sf" "${sf_extra[@]}" \
+        > "$out/sf_${scenario}_s$seed.out" 2>&1 ;;
     *) echo "SIDES: unknown side '$side' (ours, sf)" >&2; exit 2 ;;
   esac
 done
