@@ -28,8 +28,11 @@ def check(cfg: Config) -> None:
         from launch import slurm
         slurm.check(cfg)
         slurm.need_slurm_commands()
+    elif cfg.launcher.name == "hosts":
+        from launch import hosts
+        hosts.check(cfg)
     elif cfg.launcher.name != "local":
-        raise ConfigError(f"launcher={cfg.launcher.name} is not available; use launcher=local or launcher=slurm")
+        raise ConfigError(f"launcher={cfg.launcher.name} is not available; use launcher=local, hosts or slurm")
 
 
 def resolve(cfg, run_dir: str) -> Config:

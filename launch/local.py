@@ -1,4 +1,5 @@
-"""The local spawner: `nodes=N launcher=local` runs N full nodes on this machine over gloo.
+"""The local spawner: `nodes=N launcher=local` runs N full nodes on this machine over gloo
+(`launcher=hosts`: each on an emulated host of its own, launch.hosts).
 
 Each node is a `python -m launch.node RUN_DIR` process with RANK/WORLD_SIZE/MASTER_ADDR=127.0.0.1/
 MASTER_PORT set; `sampler.*` describes each node's layout. Ctrl-C / SIGTERM are forwarded to every
@@ -46,21 +47,39 @@ def spawn_nodes(cfg: Config) -> int:
     if elastic:
         from sync.rendezvous import reset
         reset(cfg.run_dir)  # a new launch of the run: the last launch's generations are forgotten
-    procs = _start(cfg.run_dir, cfg.nodes, cfg.sync.master_port or free_port())
-    with _forwarding_signals(procs):
-        codes = _wait(procs, grace, elastic)
+    with _network(cfg) as net:
+        procs = _start(cfg.run_dir, cfg.nodes, cfg.sync.master_port or free_port(), net)
+        with _forwarding_signals(procs):
+            codes = _wait(procs, grace, elastic)
+        if net is not None:
+            sent = net.sent_bytes()
+            log.info("bytes each host sent over its link: %s", " ".join(f"{b:,}" for b in sent))
     return _exit_code([codes[r] for r in range(len(procs))], elastic)
 
 
-def _start(run_dir: str, n: int, port: int) -> list[subprocess.Popen]:
+def _network(cfg: Config):
+    """launcher=hosts: the emulated hosts the nodes run on (launch.hosts); else nothing."""
+    if cfg.launcher.name != "hosts":
+        return contextlib.nullcontext()
+    from launch.hosts import Network, parse_rate
+    return Network(cfg.nodes, parse_rate(cfg.launcher.link))
+
+
+def _start(run_dir: str, n: int, port: int, net=None) -> list[subprocess.Popen]:
+    """Rank r's node process: on this machine's loopback, or as emulated host r of `net`."""
     procs = []
+    master = net.address(0) if net is not None else "127.0.0.1"
     for rank in range(n):
         env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), DISTRL_NODE_ADDR="127.0.0.1")
+                   MASTER_ADDR=master, MASTER_PORT=str(port), DISTRL_NODE_ADDR="127.0.0.1")
         for key in [k for k in env if k.startswith("SLURM_")]:
             del env[key]  # the spawned world is ours, not a Slurm step's
-        procs.append(subprocess.Popen([sys.executable, "-m", "launch.node", run_dir], env=env))
-    log.info("started %d nodes on 127.0.0.1:%d (pids %s)", n, port, " ".join(str(p.pid) for p in procs))
+        cmd = [sys.executable, "-m", "launch.node", run_dir]
+        if net is not None:
+            env.update(net.env(rank))
+            cmd = net.wrap(rank, cmd)  # `ip netns exec` execs the node: the pid is the node's
+        procs.append(subprocess.Popen(cmd, env=env))
+    log.info("started %d nodes on %s:%d (pids %s)", n, master, port, " ".join(str(p.pid) for p in procs))
     return procs
 
 

@@ -293,7 +293,9 @@ class LauncherConfig:
     the submitting command wrote to <run_dir>/config.yaml; submitit's files go to <run_dir>/slurm/.
     Values are checked by launch.slurm.check before anything is submitted."""
 
-    name: str = "local"  # local | slurm (conf/launcher/)
+    name: str = "local"  # local | hosts | slurm (conf/launcher/)
+    # hosts: each node's emulated host's link, both directions (tc units: 100mbit, 1gbit, 10gbit)
+    link: str = "1gbit"
     partition: str = ""  # slurm: "" = the cluster's default partition
     wait: bool = False  # slurm: wait for the job, stream rank 0's log, exit 0 only when it ends COMPLETED
     tasks_per_node: int = 1  # ranks per Slurm node; `nodes` (ranks) must be a multiple of it
