@@ -6,6 +6,7 @@ SIGKILLs every process still in the network's namespaces (the nodes and their wo
 the namespaces (their veth ends go with them) and the bridge. Standalone on purpose (stdlib only,
 run by path): it starts fast and imports nothing of ours, like nodes/janitor.py.
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -25,10 +26,8 @@ def namespaces(prefix: str) -> list[str]:
 def kill_inside(name: str) -> int:
     pids = [int(p) for p in ip("netns", "pids", name).stdout.split()]
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     return len(pids)
 
 

@@ -11,7 +11,8 @@ from nodes.adam import Adam
 
 def _model(seed):
     torch.manual_seed(seed)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ELU(), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 5))
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ELU(), torch.nn.Flatten(),
+                               torch.nn.Linear(8 * 6 * 6, 5))
 
 
 def _steps(model, opt, n, seed):

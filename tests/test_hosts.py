@@ -25,11 +25,13 @@ def _ours(prefix="dr"):
     """Namespaces and bridges of emulated networks."""
     ns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
     links = subprocess.run(["ip", "-o", "link", "show", "type", "bridge"], capture_output=True, text=True).stdout
-    return {n for n in ns if re.fullmatch(rf"{prefix}[0-9a-f]{{4}}h\d+", n)} | set(re.findall(rf"({prefix}[0-9a-f]{{4}}br)", links))
+    bridges = set(re.findall(rf"({prefix}[0-9a-f]{{4}}br)", links))
+    return {n for n in ns if re.fullmatch(rf"{prefix}[0-9a-f]{{4}}h\d+", n)} | bridges
 
 
 def test_a_link_carries_what_its_rate_allows_and_the_network_goes_away():
-    sender = "import socket, sys; s = socket.create_connection((sys.argv[1], 5999)); s.sendall(b'x' * 2_500_000); s.close()"
+    sender = ("import socket, sys; s = socket.create_connection((sys.argv[1], 5999)); s.sendall(b'x' * 2_500_000); "
+              "s.close()")
     receiver = ("import socket, time; s = socket.socket(); s.bind(('0.0.0.0', 5999)); s.listen(); c, _ = s.accept()\n"
                 "n, t = 0, time.time()\nwhile (b := c.recv(1 << 20)): n += len(b)\nprint(n, time.time() - t)")
     with hosts.Network(2, hosts.parse_rate("20mbit")) as net:
@@ -54,7 +56,8 @@ def test_two_emulated_hosts_train_across_their_links_and_agree(run_dir):
     assert "started 2 nodes on 10.213.0.1:" in log
     # every gradient all-reduce crossed the shaped links: with 2 ranks each sends a whole gradient
     params = sum(t.numel() for t in ckpt.load(ckpt.latest(run_dir))["model"].values() if t.dtype == torch.float32)
-    sent = [int(b.replace(",", "")) for b in re.search(r"bytes each host sent over its link: ([\d, ]+)", log).group(1).split()]
+    line = re.search(r"bytes each host sent over its link: ([\d, ]+)", log).group(1)
+    sent = [int(b.replace(",", "")) for b in line.split()]
     assert min(sent) >= s["policy_version"] * params * 4 * 0.9, (sent, s["policy_version"], params)
     assert not _ours()
 
