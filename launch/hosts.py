@@ -45,16 +45,21 @@ def parse_rate(text: str) -> float:
 def check(cfg) -> None:
     """launcher=hosts can start here (ConfigError names what is missing), before anything starts."""
     parse_rate(cfg.launcher.link)
+    check_machine(cfg.nodes, "launcher=hosts", "nodes")
+
+
+def check_machine(count: int, who: str, what: str) -> None:
+    """`count` emulated hosts can start on this machine (ConfigError names what is missing)."""
     cores = len(os.sched_getaffinity(0))
     most = min(HOSTS_PER_CORE * cores, 200)
-    if not 2 <= cfg.nodes <= most:
-        raise ConfigError(f"launcher=hosts runs 2 to {most} emulated hosts on this machine's {cores} cores, "
-                          f"got nodes={cfg.nodes}")
+    if not 2 <= count <= most:
+        raise ConfigError(f"{who} runs 2 to {most} emulated hosts on this machine's {cores} cores, "
+                          f"got {what}={count}")
     if os.geteuid() != 0:
-        raise ConfigError("launcher=hosts makes network namespaces and shapes links: run it as root")
+        raise ConfigError(f"{who} makes network namespaces and shapes links: run it as root")
     missing = [c for c in ("ip", "tc") if shutil.which(c) is None]
     if missing:
-        raise ConfigError(f"launcher=hosts needs {' and '.join(missing)} (iproute2) on the PATH")
+        raise ConfigError(f"{who} needs {' and '.join(missing)} (iproute2) on the PATH")
 
 
 def _run(*cmd: str) -> None:
@@ -145,6 +150,23 @@ class Network:
         except subprocess.TimeoutExpired:
             log.error("the network guard did not finish in 60 s: namespaces %sh* may be left", self.prefix)
         self.guard = None
+
+
+CLONE_NEWNET = 0x40000000  # <sched.h>
+
+
+def enter(namespace: str) -> None:
+    """Move this process's thread into `namespace` (os.setns is Python 3.12's; this is 3.11): for a
+    process started on this machine, e.g. a measurement rank, before it makes threads or sockets."""
+    import ctypes
+
+    fd = os.open(f"/var/run/netns/{namespace}", os.O_RDONLY)
+    try:
+        if ctypes.CDLL("libc.so.6", use_errno=True).setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into network namespace {namespace}")
+    finally:
+        os.close(fd)
+    os.environ["GLOO_SOCKET_IFNAME"] = IFNAME
 
 
 def rate_text(bits: float) -> str:

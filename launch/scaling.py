@@ -54,7 +54,7 @@ from launch.app import hydra_run_dir, resolve
 from launch.exits import tool_failed
 from launch.overrides import check_command, refuse
 from launch.scaling_harness import allreduce_sizes, batch_shape, measure_allreduce, measure_learner
-from launch.scaling_model import NODES, fit_ring, predict
+from launch.scaling_model import NODES, fit_ring, link_beta, predict, ring_allreduce_s
 from nodes.config import in_rounds
 from nodes.errors import ConfigError, Stopped, need
 
@@ -66,6 +66,11 @@ def check_scaling(cfg) -> None:
     need(cfg.launcher.name == "local", "launch.scaling measures this machine: use launcher=local")
     need(cfg.train.device == "cpu", "launch.scaling measures the learner on this CPU (a GPU's iteration is "
                                     f"bench.gpu_iteration_s): use train.device=cpu, got '{cfg.train.device}'")
+    if cfg.bench.scaling_links:
+        from launch import hosts
+        for link in cfg.bench.scaling_links:
+            hosts.parse_rate(link)
+        hosts.check_machine(max(cfg.bench.scaling_ranks), "bench.scaling_links", "max(bench.scaling_ranks)")
     need(not in_rounds(cfg.sampler) or cfg.sampler.num_workers != "auto",
          f"sampler.mode={cfg.sampler.mode}: a batch is one rollout of every env, so launch.scaling needs a number "
          "for sampler.num_workers, not auto")
@@ -120,7 +125,32 @@ def scaling(obj) -> None:
     report.print_model(lf, fit, b.gpu_iteration_s)
     rows = predict({"cpu": lf.iteration_s, "gpu": b.gpu_iteration_s}, lf.traffic, fit.alpha_s)
     report.print_predicted(rows)
-    report.print_result(load, cores, lf, points, fit, alone, b.gpu_iteration_s, rows)
+    links = [on_link(link, ranks, sizes, b.scaling_repeats, obj.sync, fit) for link in b.scaling_links]
+    for link in links:
+        report.print_link(link)
+    report.print_result(load, cores, lf, points, fit, alone, b.gpu_iteration_s, rows, links)
+
+
+def on_link(link: str, ranks: list[int], sizes: list[tuple[str, int]], repeats: int, sync_cfg, fit) -> dict:
+    """The all-reduces again on emulated hosts whose links are shaped to `link`, one rank per host,
+    each against the model: ring_allreduce_s with the loopback's fitted latency and the link's
+    bandwidth (as `predict` has it, with no link latency: a veth adds none), and with the slower
+    of the link and the loopback's own per-byte cost (the software's copies and sums, which gloo
+    overlaps with the sends: on a fast link they are the bottleneck)."""
+    from launch.hosts import Network, parse_rate
+
+    bits = parse_rate(link)
+    with Network(max(ranks), bits) as net:
+        measured = measure_allreduce(ranks, [f for _, f in sizes], repeats, sync_cfg, network=net)
+    beta = link_beta(bits / 1e9)
+    rows = []
+    for p in ranks:
+        for (label, floats), sec in zip(sizes, measured[p]):
+            model = ring_allreduce_s(p, 4 * floats, fit.alpha_s, beta)
+            slower = ring_allreduce_s(p, 4 * floats, fit.alpha_s, max(beta, fit.beta_s_per_byte))
+            rows.append(dict(ranks=p, size=label, bytes=4 * floats, seconds=sec, model_s=model,
+                             model_error=model / sec - 1, bottleneck_s=slower, bottleneck_error=slower / sec - 1))
+    return dict(link=link, bits_per_s=bits, rows=rows)
 
 
 if __name__ == "__main__":

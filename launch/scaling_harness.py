@@ -126,8 +126,10 @@ def allreduce_sizes(grad_floats: int) -> list[tuple[str, int]]:
     return [(label, n) for n, label in sorted(sizes.items())]
 
 
-def _allreduce_rank(rank: int, ranks: int, port: int, sizes: list[int], repeats: int, sync_cfg, path: str) -> None:
-    """One rank of a measurement group (a spawned process); rank 0 writes the medians to `path`."""
+def _allreduce_rank(rank: int, ranks: int, port: int, sizes: list[int], repeats: int, sync_cfg, path: str,
+                    hosts: tuple[list[str], str] | None = None) -> None:
+    """One rank of a measurement group (a spawned process); rank 0 writes the medians to `path`.
+    hosts: (each rank's network namespace, rank 0's address) on emulated hosts (launch.hosts)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # die with the parent
     if os.getppid() == 1:  # the parent died before we could ask to follow it
@@ -141,8 +143,13 @@ def _allreduce_rank(rank: int, ranks: int, port: int, sizes: list[int], repeats:
     from sync.peers import DistPeers
     from sync.world import World
 
+    master = "127.0.0.1"
+    if hosts is not None:
+        from launch.hosts import enter
+        enter(hosts[0][rank])
+        master = hosts[1]
     torch.set_num_threads(1)
-    peers = DistPeers(World(rank, ranks, rank, "127.0.0.1", port, "env"), sync_cfg)
+    peers = DistPeers(World(rank, ranks, rank, master, port, "env"), sync_cfg)
     lineup, medians, clean = torch.zeros(1), [], False
     try:
         for n in sizes:
@@ -166,8 +173,10 @@ def _allreduce_rank(rank: int, ranks: int, port: int, sizes: list[int], repeats:
         os.replace(path + ".tmp", path)
 
 
-def measure_allreduce(ranks: Sequence[int], sizes: Sequence[int], repeats: int, sync_cfg) -> dict[int, list[float]]:
-    """{ranks: median seconds per size} from one gloo group of each size in turn."""
+def measure_allreduce(ranks: Sequence[int], sizes: Sequence[int], repeats: int, sync_cfg, network=None
+                      ) -> dict[int, list[float]]:
+    """{ranks: median seconds per size} from one gloo group of each size in turn; on the emulated
+    hosts of `network` (launch.hosts.Network, rank r on host r) when given, else on 127.0.0.1."""
     import torch.multiprocessing as mp
 
     from launch.local import free_port
@@ -178,8 +187,9 @@ def measure_allreduce(ranks: Sequence[int], sizes: Sequence[int], repeats: int, 
     with tempfile.TemporaryDirectory(prefix="distrl-scaling-") as tmp:
         for p in ranks:
             path = os.path.join(tmp, f"ranks{p}.json")
+            hosts = None if network is None else ([network.namespace(r) for r in range(p)], network.address(0))
             with StopSignals().blocked():  # the ranks inherit the mask: a Ctrl-C while they start is ours alone
-                group = mp.spawn(_allreduce_rank, args=(p, free_port(), list(sizes), repeats, sync_cfg, path),
+                group = mp.spawn(_allreduce_rank, args=(p, free_port(), list(sizes), repeats, sync_cfg, path, hosts),
                                  nprocs=p, join=False)
             limit = sync_cfg.timeout_s + JOIN_SLACK_S
             deadline = time.monotonic() + limit

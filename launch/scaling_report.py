@@ -103,8 +103,20 @@ def print_predicted(rows: list[dict]) -> None:
     sys.stdout.flush()
 
 
+def print_link(link: dict) -> None:
+    """launch.scaling.on_link's rows: measured on emulated hosts against the two models."""
+    print(f"  all-reduce on emulated hosts, every link {link['link']} (median of the repeats, slowest rank):")
+    print(f"  {'ranks':>5}  {'size':<12}{'bytes':>10}{'measured':>12}{'model':>11}{'error':>8}"
+          f"{'bottleneck':>11}{'error':>8}")
+    for r in link["rows"]:
+        print(f"  {r['ranks']:>5}  {r['size']:<12}{_bytes(r['bytes']):>10}{r['seconds'] * 1e3:>9.2f} ms"
+              f"{r['model_s'] * 1e3:>8.2f} ms{r['model_error']:>+8.1%}{r['bottleneck_s'] * 1e3:>8.2f} ms"
+              f"{r['bottleneck_error']:>+8.1%}")
+    sys.stdout.flush()
+
+
 def print_result(load: float, cores: int, lf: LearnerFigures, points: list[tuple[int, int, float]], fit: RingFit,
-                 alone: dict[int, float], gpu_iteration_s: float, rows: list[dict]) -> None:
+                 alone: dict[int, float], gpu_iteration_s: float, rows: list[dict], links: list[dict] = ()) -> None:
     """The last line: every figure above as one JSON object."""
     print(json.dumps(dict(
         load_average=round(load, 2), cores=cores,
@@ -120,5 +132,7 @@ def print_result(load: float, cores: int, lf: LearnerFigures, points: list[tuple
                          link_latency_us={str(g): LINK_LATENCY_S[g] * 1e6 for g in LINKS_GBPS},
                          nccl_step_latency_us=NCCL_STEP_LATENCY_S * 1e6, model="ring"),
         traffic=asdict(lf.traffic),
-        predicted=[{k: _sig(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows])), flush=True)
+        predicted=[{k: _sig(v) if isinstance(v, float) else v for k, v in r.items()} for r in rows],
+        links=[dict(link=x["link"], rows=[{k: _sig(v) if isinstance(v, float) else v for k, v in r.items()}
+                                          for r in x["rows"]]) for x in links])), flush=True)
 

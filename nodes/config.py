@@ -278,6 +278,9 @@ class BenchConfig:
     scaling_ranks: list[int] = field(default_factory=lambda: [2, 4, 8])
     scaling_repeats: int = 10  # launch.scaling: timed all-reduces per size and rank count (the median)
     scaling_steps: int = 5  # launch.scaling: timed learner steps on this CPU (the median)
+    # launch.scaling: the same all-reduces again on emulated hosts (launch.hosts, as root), one rank
+    # per host, every link shaped to each of these rates (100mbit, 1gbit, ...), against the model
+    scaling_links: list[str] = field(default_factory=list)
     # launch.scaling: the learner's iteration on a GPU, assumed (nothing here has run on one). The
     # default layout's step (doom_basic, model=simplified, 32 x 32 samples) is 60 GFLOP of matmuls and
     # convolutions, forward and backward (torch's FlopCounterMode; launch.scaling prints it for any

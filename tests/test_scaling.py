@@ -94,7 +94,8 @@ def test_a_short_real_run_prints_the_predicted_table(tmp_path):
     # parallel region's slower thread and can take 100x longer
     proc = run_module("launch.scaling", f"hydra.run.dir={tmp_path}/s", "env=gym", "env.id=CartPole-v1", "model=mlp",
                       "sampler.batch_size=256", "train.learner_threads=1", "bench.scaling_ranks=[2]",
-                      "bench.scaling_repeats=3", "bench.scaling_steps=2", timeout=120)
+                      "bench.scaling_repeats=3", "bench.scaling_steps=2", "bench.scaling_links=[200mbit]",
+                      timeout=120)
     lines = proc.stdout.strip().splitlines()
     result = json.loads(lines[-1])
     learner = result["learner"]
@@ -117,6 +118,15 @@ def test_a_short_real_run_prints_the_predicted_table(tmp_path):
     assert any("assumed" in ln and "GPU iteration" in ln for ln in lines), proc.stdout
     assert any("ring fit to 2 ranks: alpha" in ln for ln in lines), proc.stdout
     assert not (tmp_path / "s").exists()  # a benchmark leaves no run directory behind
+    # the same all-reduces on 2 emulated hosts with 200 Mbit/s links (launch.hosts), against the model:
+    # a ring of 2 sends each rank's whole tensor over its link, which no load can make faster than
+    # the rate, once the token bucket's burst (launch.hosts: 256 KiB here) is spent
+    (link,) = result["links"]
+    assert link["link"] == "200mbit" and [r["bytes"] for r in link["rows"]] == [m["bytes"] for m in measured]
+    for r in link["rows"]:
+        assert r["seconds"] >= 0.9 * (r["bytes"] - 256 * 1024) * 8 / 200e6, r
+        assert r["model_s"] > 0 and r["bottleneck_s"] >= r["model_s"]
+    assert any("all-reduce on emulated hosts, every link 200mbit" in ln for ln in lines), proc.stdout
 
 
 CASES = [
@@ -126,6 +136,7 @@ CASES = [
     (["bench.gpu_iteration_s=0"], "bench.gpu_iteration_s must be > 0"),
     (["nodes=2"], "launch.scaling predicts 8, 64, 256 nodes from measurements on this machine: leave nodes=1"),
     (["train.device=cuda"], "use train.device=cpu, got 'cuda'"),
+    (["bench.scaling_links=[fast]"], "launcher.link must be a rate such as 100mbit, 1gbit or 10gbit, got 'fast'"),
 ]
 
 
