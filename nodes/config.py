@@ -204,6 +204,10 @@ class SyncConfig:
     # than a GPU step. One node takes its own row every iteration.
     stats_every: int = 10
     backend: str = "auto"  # auto: nccl when train.device is cuda, else gloo
+    # the gradient all-reduce's dtype on the wire: fp32 | bf16 (half the bytes, for slow links: the
+    # gradient x samples is summed in bfloat16, about 3 significant digits; the sample count, the
+    # running norms' moments and the flags stay fp32, in a second, small all-reduce)
+    grad_dtype: str = "fp32"
     # 0: a free port (the local spawner's; in a Slurm step, the one rank 0 publishes in the run dir)
     master_port: int = 0
     # Elastic membership (sync/rendezvous.py): a lost node costs the others one re-formed world,

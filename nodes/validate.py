@@ -116,6 +116,7 @@ def validate(cfg: Any) -> None:
     need(y.settle_s > 0, f"sync.settle_s must be > 0, got {y.settle_s}")
     need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
     need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
+    need(y.grad_dtype in ("fp32", "bf16"), f"sync.grad_dtype must be fp32 or bf16, got '{y.grad_dtype}'")
     _validate_population(cfg)
     _validate_loggers(cfg)
     need(cfg.eval.every_frames >= 0, f"eval.every_frames must be >= 0 (0: no evaluation), got {cfg.eval.every_frames}")

@@ -230,8 +230,14 @@ class DistPeers(Peers):
         params = [p for p in model.parameters() if p.requires_grad]
         flat, size = pack(params, num_samples, (float(stop), float(self._join_seen)), sums)
         what = "the gradient all-reduce" + (f" of population member {member}" if member else "")
-        group = self._groups[member]
-        self._collective(what, functools.partial(dist.all_reduce, group=group), flat)
+        reduce = functools.partial(dist.all_reduce, group=self._groups[member])
+        if self.cfg.grad_dtype == "bf16":  # half the bytes; the counts and moments stay exact
+            low = flat[:size].to(torch.bfloat16)
+            self._collective(what, reduce, low)
+            self._collective(what + " (its counts)", reduce, flat[size:])
+            flat[:size].copy_(low)
+        else:
+            self._collective(what, reduce, flat)
         total, votes, joins = unpack(params, flat, size, sums)  # only once it completed: on CUDA the host sync
         self._pending = self._pending or joins > 0
         return int(round(total)), votes > 0

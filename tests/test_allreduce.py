@@ -19,11 +19,11 @@ from nodes.models import ActorCritic
 SPEC = EnvSpec((4,), np.float32, (3, 2))  # two action heads: the joint log-prob is a sum
 
 
-def make_cfg():
+def make_cfg(grad_dtype="fp32"):
     # Advantage normalisation is per node (as in DD-PPO); off, the union step is exactly the mean.
     # Clipping applies to the reduced gradient: part of what is checked.
     return compose("env=gym", "model.fc_size=16", "model.hidden_size=8",
-                   "algo.normalize_advantages=false", "algo.max_grad_norm=0.5")
+                   "algo.normalize_advantages=false", "algo.max_grad_norm=0.5", f"sync.grad_dtype={grad_dtype}")
 
 
 def make_batch(seed, n_traj, T=5):
@@ -45,10 +45,10 @@ def fresh_model():
     return ActorCritic(SPEC, make_cfg().model)
 
 
-def _rank(rank, port, sizes, out_dir):
+def _rank(rank, port, sizes, out_dir, grad_dtype="fp32"):
     from sync.peers import DistPeers
     from sync.world import World
-    cfg = make_cfg()
+    cfg = make_cfg(grad_dtype)
     peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), cfg.sync)
     model = fresh_model()
     learner = Learner(model, cfg.algo, peers)
@@ -58,11 +58,12 @@ def _rank(rank, port, sizes, out_dir):
     peers.close()
 
 
-@pytest.mark.parametrize("sizes", [(4, 4), (6, 2)], ids=["equal", "straggler-weighted"])
-def test_two_node_step_equals_single_step_on_union(tmp_path, sizes):
+@pytest.mark.parametrize("sizes,grad_dtype", [((4, 4), "fp32"), ((6, 2), "fp32"), ((6, 2), "bf16")],
+                         ids=["equal", "straggler-weighted", "bf16 on the wire"])
+def test_two_node_step_equals_single_step_on_union(tmp_path, sizes, grad_dtype):
     ctx = mp.get_context("spawn")
     port = free_port()
-    procs = [ctx.Process(target=_rank, args=(r, port, sizes, str(tmp_path))) for r in range(2)]
+    procs = [ctx.Process(target=_rank, args=(r, port, sizes, str(tmp_path), grad_dtype)) for r in range(2)]
     for p in procs:
         p.start()
     for p in procs:
@@ -78,6 +79,12 @@ def test_two_node_step_equals_single_step_on_union(tmp_path, sizes):
     learner = Learner(model, make_cfg().algo)
     before = [p.detach().clone() for p in model.parameters()]
     learner.train_step(union(make_batch(0, sizes[0]), make_batch(1, sizes[1])))
+    if grad_dtype == "bf16":  # summed with 8 significant bits: the step, not its bits (the counts are exact, above)
+        ours = torch.cat([(a - old).flatten() for a, old in zip(r0["params"], before)])
+        ref = torch.cat([(p.detach() - old).flatten() for p, old in zip(model.parameters(), before)])
+        error = float((ours - ref).norm() / ref.norm())
+        assert error < 0.05, f"the bf16 step is {error:.1%} off the fp32 one"
+        return
     for a, ref, _old in zip(r0["params"], model.parameters(), before):
         assert torch.allclose(a, ref.detach(), atol=1e-6, rtol=1e-5)
     assert any(not torch.equal(a, old) for a, old in zip(r0["params"], before)), "the step changed nothing"

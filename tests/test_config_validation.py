@@ -11,6 +11,7 @@ CASES = [
     (["algo.lr=0"], "algo.lr must be > 0, got 0.0"),
     (["model.fc_layers=0"], "model.fc_layers must be >= 1, got 0"),
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
+    (["sync.grad_dtype=fp16"], "sync.grad_dtype must be fp32 or bf16, got 'fp16'"),
     (["algo.lr_schedule=cosine"], "algo.lr_schedule must be constant or linear, got 'cosine'"),
     (["algo.lr_schedule=linear", "train.max_env_frames=0"],
      "algo.lr_schedule=linear decays the lr to 0 at train.max_env_frames: set it (> 0)"),

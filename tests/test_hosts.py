@@ -48,17 +48,26 @@ def test_a_link_carries_what_its_rate_allows_and_the_network_goes_away():
     assert not _ours(net.prefix)
 
 
-def test_two_emulated_hosts_train_across_their_links_and_agree(run_dir):
-    train(run_dir, *TWO_HOSTS, "launcher.link=100mbit", "train.max_env_frames=2048", timeout=240)
+def _run_on_two_hosts(run_dir, *overrides):
+    """(summary, bytes each host sent, float parameters) of a short run on two emulated hosts."""
+    train(run_dir, *TWO_HOSTS, "launcher.link=100mbit", "train.max_env_frames=2048", *overrides, timeout=240)
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["nodes"] == 2 and len(set(s["param_checksums"])) == 1
     log = open(os.path.join(run_dir, "train.log")).read()
     assert "started 2 nodes on 10.213.0.1:" in log
-    # every gradient all-reduce crossed the shaped links: with 2 ranks each sends a whole gradient
     params = sum(t.numel() for t in ckpt.load(ckpt.latest(run_dir))["model"].values() if t.dtype == torch.float32)
     line = re.search(r"bytes each host sent over its link: ([\d, ]+)", log).group(1)
-    sent = [int(b.replace(",", "")) for b in line.split()]
+    return s, [int(b.replace(",", "")) for b in line.split()], params
+
+
+def test_two_emulated_hosts_train_across_their_links_and_agree_and_bf16_halves_the_bytes(tmp_path):
+    s, sent, params = _run_on_two_hosts(str(tmp_path / "fp32"))
+    # every gradient all-reduce crossed the shaped links: with 2 ranks each sends a whole gradient
     assert min(sent) >= s["policy_version"] * params * 4 * 0.9, (sent, s["policy_version"], params)
+    # sync.grad_dtype=bf16: the gradient goes as bfloat16, 2 bytes a parameter instead of 4
+    b, low, _ = _run_on_two_hosts(str(tmp_path / "bf16"), "sync.grad_dtype=bf16")
+    per_step, low_per_step = sum(sent) / s["policy_version"], sum(low) / b["policy_version"]
+    assert 0.45 < low_per_step / per_step < 0.65, (per_step, low_per_step)
     assert not _ours()
 
 
