@@ -108,6 +108,16 @@ class Network:
         return self
 
     def _build(self) -> None:
+        # each host's /etc/hosts (`ip netns exec` mounts /etc/netns/<ns>/hosts over it) names every
+        # host: c10d looks up its peers' names, and without a name server a lookup fails and warns
+        # (c10d's sockets are IPv6: its peers' addresses come v4-mapped, ::ffff:a.b.c.d)
+        names = "127.0.0.1 localhost\n::1 localhost\n0.0.0.0 any\n" + "".join(
+            f"{self.address(i)} {self.namespace(i)}\n::ffff:{self.address(i)} {self.namespace(i)}\n"
+            for i in range(self.hosts))
+        for i in range(self.hosts):
+            os.makedirs(f"/etc/netns/{self.namespace(i)}", exist_ok=True)
+            with open(f"/etc/netns/{self.namespace(i)}/hosts", "w") as f:
+                f.write(names)
         bridge = self.prefix + "br"
         _run("ip", "link", "add", bridge, "type", "bridge")
         _run("ip", "link", "set", bridge, "up")

@@ -3,11 +3,13 @@
 Started by launch.hosts as `python launch/hosts_guard.py PREFIX` in a session of its own, with a
 pipe as stdin. It reads until EOF, which comes when the launcher exits OR is SIGKILLed; then it
 SIGKILLs every process still in the network's namespaces (the nodes and their workers), deletes
-the namespaces (their veth ends go with them) and the bridge. Standalone on purpose (stdlib only,
+the namespaces (their veth ends go with them), the bridge and the hosts' /etc/netns files. Standalone on purpose (stdlib only,
 run by path): it starts fast and imports nothing of ours, like nodes/janitor.py.
 """
 import contextlib
+import glob
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +42,8 @@ def remove(prefix: str) -> None:
     for name in namespaces(prefix):
         ip("netns", "del", name)
     ip("link", "del", prefix + "br")
+    for etc in glob.glob(f"/etc/netns/{prefix}h*"):  # each host's /etc/hosts
+        shutil.rmtree(etc, ignore_errors=True)
 
 
 def main() -> None:

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
@@ -87,8 +88,14 @@ class Channels:
 
 
 # what the fork server imports once for every worker it forks (the main module is added: a worker
-# re-runs it as __mp_main__, cheap once its imports are loaded)
-PRELOAD = ["torch", "nodes.rollout_worker", "nodes.policy_worker", "nodes.evaluation"]
+# re-runs it as __mp_main__, cheap once its imports are loaded). nodes.processes first: the
+# warning filter below is set in the server, and its workers inherit it
+PRELOAD = ["nodes.processes", "torch", "nodes.rollout_worker", "nodes.policy_worker", "nodes.evaluation"]
+
+# A forked worker re-runs the main module (launch.node, launch.train) by name while the server's
+# preload already imported it, and runpy warns about exactly that ("found in sys.modules after
+# import of package ... may result in unpredictable behaviour"): expected here, every worker, once
+warnings.filterwarnings("ignore", message=r".*found in sys\.modules after import of package", category=RuntimeWarning)
 
 
 def start_context():
