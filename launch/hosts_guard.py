@@ -3,8 +3,9 @@
 Started by launch.hosts as `python launch/hosts_guard.py PREFIX` in a session of its own, with a
 pipe as stdin. It reads until EOF, which comes when the launcher exits OR is SIGKILLed; then it
 SIGKILLs every process still in the network's namespaces (the nodes and their workers), deletes
-the namespaces (their veth ends go with them), the bridge and the hosts' /etc/netns files. Standalone on purpose (stdlib only,
-run by path): it starts fast and imports nothing of ours, like nodes/janitor.py.
+the namespaces (their veth ends go with them), the bridge and the hosts' /etc/netns files.
+Standalone on purpose (stdlib only, run by path): it starts fast and imports nothing of ours, like
+nodes/janitor.py.
 """
 import contextlib
 import glob
