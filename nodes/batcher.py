@@ -215,14 +215,16 @@ def wait_for_batches(batchers: list[Batcher], peers, tick: int, straggler: bool,
         ready.clear()  # before looking: a batch made after this sets it again
         for b in batchers:
             b.check()
-        full = all(b.ready is not None for b in batchers)
+        # every slot of a full batch in hand counts as full, whether or not the batcher thread has
+        # assembled it yet (else this rank could take a full batch without telling its peers)
+        full = all(b.ready is not None for b in batchers) or sum(b.held() for b in batchers) >= needed
         if full:
             peers.mark_ready(tick)
         others = straggler and not full and peers.others_ready(tick)
         if others and rounds:
             for b in batchers:
                 b.preempt()
-        elif full or others or sum(b.held() for b in batchers) >= needed:
+        elif full or others:
             batches = [b.take_partial(min_slots) for b in batchers]
             if any(batch is not None for batch in batches):
                 return batches, any(cut_short(x, b) for x, b in zip(batches, batchers))
