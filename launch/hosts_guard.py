@@ -2,8 +2,11 @@
 
 Started by launch.hosts as `python launch/hosts_guard.py PREFIX` in a session of its own, with a
 pipe as stdin. It reads until EOF, which comes when the launcher exits OR is SIGKILLed; then it
-SIGKILLs every process still in the network's namespaces (the nodes and their workers), deletes
-the namespaces (their veth ends go with them), the bridge and the hosts' /etc/netns files.
+SIGKILLs the nodes' main processes in the network's namespaces and gives their own cleaners a few
+seconds (each node's janitor kills its workers and VizDoom engines and removes their /dev/shm
+segments; multiprocessing's resource tracker unlinks the node's named semaphores, /dev/shm/sem.mp-*,
+which nothing else would), then SIGKILLs whatever is still there and deletes the namespaces (their
+veth ends go with them), the bridge and the hosts' /etc/netns files.
 Standalone on purpose (stdlib only, run by path): it starts fast and imports nothing of ours, like
 nodes/janitor.py.
 """
@@ -26,16 +29,35 @@ def namespaces(prefix: str) -> list[str]:
     return [n for n in names if n.startswith(prefix + "h")]
 
 
-def kill_inside(name: str) -> int:
-    pids = [int(p) for p in ip("netns", "pids", name).stdout.split()]
+def inside(name: str) -> list[int]:
+    return [int(p) for p in ip("netns", "pids", name).stdout.split()]
+
+
+def is_node(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return b"launch.node" in f.read()
+    except OSError:
+        return False
+
+
+def kill_inside(name: str, only=lambda pid: True) -> int:
+    pids = [p for p in inside(name) if only(p)]
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
     return len(pids)
 
 
+CLEANERS_S = 5.0  # the janitors' sweep (0.5 s to notice, ~1 s to kill) and the resource trackers'
+
+
 def remove(prefix: str) -> None:
     """Everything named PREFIX...: processes in the namespaces, the namespaces, the bridge."""
+    if sum(kill_inside(n, is_node) for n in namespaces(prefix)):
+        deadline = time.time() + CLEANERS_S
+        while time.time() < deadline and any(inside(n) for n in namespaces(prefix)):
+            time.sleep(0.1)
     for _ in range(50):  # a process may fork while we kill: until the namespaces are empty
         if not sum(kill_inside(n) for n in namespaces(prefix)):
             break

@@ -71,7 +71,12 @@ def test_two_emulated_hosts_train_across_their_links_and_agree_and_bf16_halves_t
     assert not _ours()
 
 
-def test_sigkill_of_the_launcher_leaves_no_namespace_bridge_or_node(run_dir):
+def _shm():
+    return set(os.listdir("/dev/shm"))
+
+
+def test_sigkill_of_the_launcher_leaves_no_namespace_bridge_node_or_segment(run_dir):
+    before = _shm()
     proc = start_train(run_dir, *TWO_HOSTS, "train.max_env_frames=0")
     try:
         m, _ = read_until(proc, r"started 2 nodes on .* \(pids (\d+) (\d+)\)", 60)
@@ -86,6 +91,8 @@ def test_sigkill_of_the_launcher_leaves_no_namespace_bridge_or_node(run_dir):
         time.sleep(0.2)
     assert not _ours(), "namespaces or the bridge outlived a SIGKILLed launcher"
     assert not [p for p in nodes if os.path.exists(f"/proc/{p}")], "nodes outlived a SIGKILLed launcher"
+    # the guard lets each node's resource tracker unlink its semaphores (sem.mp-*) before it kills the rest
+    assert not _shm() - before, f"/dev/shm entries outlived a SIGKILLed launcher: {_shm() - before}"
 
 
 @pytest.mark.parametrize("overrides,message", [
