@@ -141,6 +141,15 @@ class Network:
         """What a node on host i needs: the address the others reach it at, gloo's interface."""
         return {"DISTRL_NODE_ADDR": self.address(i), "GLOO_SOCKET_IFNAME": IFNAME}
 
+    def pids(self, i: int) -> list[int]:
+        """The processes running in host i's namespace."""
+        out = subprocess.run(["ip", "netns", "pids", self.namespace(i)], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
+    def set_link(self, i: int, up: bool) -> None:
+        """Host i's link down (nothing crosses it; its sockets stay open) or up again."""
+        _run("ip", "-n", self.namespace(i), "link", "set", IFNAME, "up" if up else "down")
+
     def sent_bytes(self) -> list[int]:
         """Bytes each host sent through its shaped link so far (tc's count on its eth0)."""
         out = []

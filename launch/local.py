@@ -67,20 +67,32 @@ def _network(cfg: Config):
 
 def _start(run_dir: str, n: int, port: int, net=None) -> list[subprocess.Popen]:
     """Rank r's node process: on this machine's loopback, or as emulated host r of `net`."""
-    procs = []
     master = net.address(0) if net is not None else "127.0.0.1"
+    procs = []
     for rank in range(n):
-        env = dict(os.environ, RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
-                   MASTER_ADDR=master, MASTER_PORT=str(port), DISTRL_NODE_ADDR="127.0.0.1")
-        for key in [k for k in env if k.startswith("SLURM_")]:
-            del env[key]  # the spawned world is ours, not a Slurm step's
-        cmd = [sys.executable, "-m", "launch.node", run_dir]
-        if net is not None:
-            env.update(net.env(rank))
-            cmd = net.wrap(rank, cmd)  # `ip netns exec` execs the node: the pid is the node's
+        cmd, env = node_command(run_dir, (rank, n, master, port), net, rank)
         procs.append(subprocess.Popen(cmd, env=env))
     log.info("started %d nodes on %s:%d (pids %s)", n, master, port, " ".join(str(p.pid) for p in procs))
     return procs
+
+
+def node_command(run_dir: str, world: tuple[int, int, str, int] | None, net=None, host: int = 0):
+    """(argv, environment) of one `python -m launch.node RUN_DIR`: rank `world` = (rank, size,
+    master address, port) of a world this launch forms, or None: a node joining the run (elastic);
+    on this machine's loopback, or as emulated host `host` of `net`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SLURM_")  # the spawned world is ours, not a Slurm step's
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env["DISTRL_NODE_ADDR"] = "127.0.0.1"
+    if world is not None:
+        rank, n, master, port = world
+        env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
+                   MASTER_ADDR=master, MASTER_PORT=str(port))
+    cmd = [sys.executable, "-m", "launch.node", run_dir]
+    if net is not None:
+        env.update(net.env(host))
+        cmd = net.wrap(host, cmd)  # `ip netns exec` execs the node: the pid is the node's
+    return cmd, env
 
 
 @contextlib.contextmanager

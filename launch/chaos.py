@@ -1,0 +1,264 @@
+"""`python -m launch.chaos nodes=3 launcher=hosts [overrides]`: the chaos soak.
+
+A training run of `nodes` elastic nodes on emulated hosts (launch.hosts: each node in a network
+namespace of its own, links shaped to launcher.link), plus one spare host, and for bench.chaos_s
+seconds a fault at random times (one every bench.chaos_every_s on average, `seed` seeds the
+draw), each kind in turn from a shuffled bag:
+
+- kill: SIGKILL of a node that is not the store's host;
+- kill_store: SIGKILL of the node hosting the generation's store (its rank 0, the writer);
+- freeze: SIGSTOP of a node's main process, SIGCONT FREEZE_S later (its heartbeat goes stale);
+- cut: the link of a host that is not the store's set down, up again CUT_S later (nothing crosses);
+- join: `python -m launch.node RUN_DIR` on a free host (a node joining the run).
+
+A fault that would leave fewer than 2 nodes is replaced by a join (and one with no free host is
+skipped). The cut spares the store's host: a machine whose store nobody can reach stops the world
+until the watchdog ends it (docs/several-nodes.md, Limits), which is not a fault a run survives.
+After the window the run goes on to train.max_env_frames; then the checks (launch.chaos_report):
+the run finished, the survivors agree (checksums), the frame counter never went back, the last
+checkpoint loads, nothing is left running, no namespace and no new /dev/shm entry is left.
+
+The report (each fault: when, what the world did, how long until it trained again, the frame
+counter around it) is printed and written to RUN_DIR/chaos.json. Exit 0 when every check passed,
+1 when one failed; bad input is one line and exit 2 before anything starts.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import hydra
+
+from launch import chaos_report
+from launch.app import check as check_config
+from launch.app import hydra_run_dir, resolve, write_resolved
+from launch.local import free_port, node_command
+from launch.overrides import check_command, refuse
+from nodes.errors import ConfigError, need
+
+log = logging.getLogger("launch.chaos")
+
+FAULTS = ("kill", "kill_store", "freeze", "cut", "join")
+FREEZE_S = 10.0  # well past the 2.5 s after which a silent heartbeat names a node lost
+CUT_S = 15.0
+END_S = 1800.0  # after the fault window, the longest the run may take to reach its frames
+
+
+def check_chaos(cfg) -> None:
+    """What the soak needs beyond launch.app's checks (ConfigError, one line)."""
+    need(cfg.launcher.name == "hosts", "launch.chaos runs the nodes on emulated hosts: use launcher=hosts")
+    need(cfg.sync.elastic, "launch.chaos kills and adds nodes: it needs sync.elastic=true")
+    need(cfg.nodes >= 3, f"launch.chaos needs nodes >= 3 (a fault must leave 2), got nodes={cfg.nodes}")
+    need(cfg.sync.min_nodes <= 2, f"launch.chaos leaves as few as 2 nodes: sync.min_nodes must be <= 2, "
+                                  f"got {cfg.sync.min_nodes}")
+    need(cfg.train.max_env_frames > 0, "launch.chaos ends with a finished run: set train.max_env_frames")
+    need(cfg.bench.chaos_s > 0 and cfg.bench.chaos_every_s > 0,
+         "bench.chaos_s and bench.chaos_every_s must be > 0")
+    from launch import hosts
+    hosts.check_machine(cfg.nodes + 1, "launch.chaos", "nodes + 1 (a spare host for joins)")
+
+
+def check(cfg) -> None:
+    check_chaos(cfg)
+    check_config(cfg)
+
+
+@dataclass
+class Host:
+    """One emulated host and the node process running on it (if any)."""
+
+    index: int
+    proc: subprocess.Popen | None = None
+    node: int | None = None  # the node id (a joiner's is known once it logged it)
+    output: str = ""
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@dataclass
+class Fleet:
+    """The soak's hosts and nodes: starts, breaks and mends them."""
+
+    run_dir: str
+    net: object  # launch.hosts.Network
+    hosts: list[Host] = field(default_factory=list)
+    exits: list[dict] = field(default_factory=list)  # every node process that ended: when, code
+    t0: float = field(default_factory=time.time)
+
+    def start_world(self, n: int) -> None:
+        port, master = free_port(), self.net.address(0)
+        for rank in range(n):
+            self._start(self.hosts[rank], (rank, n, master, port))
+            self.hosts[rank].node = rank
+
+    def _start(self, host: Host, world) -> None:
+        cmd, env = node_command(self.run_dir, world, self.net, host.index)
+        host.output = os.path.join(self.run_dir, "chaos", f"host{host.index}-{len(self.exits)}-{int(self.now())}.out")
+        with open(host.output, "w") as out:
+            host.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        host.node = None
+
+    def now(self) -> float:
+        return time.time() - self.t0
+
+    def live(self) -> list[Host]:
+        return [h for h in self.hosts if h.running()]
+
+    def free(self) -> list[Host]:
+        """Hosts with no node, and nothing left in their namespace (a killed node's workers gone)."""
+        return [h for h in self.hosts if not h.running() and not self.net.pids(h.index)]
+
+    def node_of(self, host: Host) -> int | None:
+        if host.node is None:
+            host.node = joined_as(host.output)
+        return host.node
+
+    def store_host(self) -> Host | None:
+        """The live host whose node is rank 0 now: the one that logged the newest status line."""
+        newest = chaos_report.newest_status_node(self.run_dir)
+        live = self.live()
+        return next((h for h in live if self.node_of(h) == newest), None) or \
+            min(live, key=lambda h: (self.node_of(h) is None, self.node_of(h) or 0), default=None)
+
+    def reap(self) -> None:
+        for h in self.hosts:
+            if h.proc is not None and h.proc.poll() is not None:
+                self.exits.append(dict(t=round(self.now(), 1), host=h.index, node=self.node_of(h),
+                                       code=h.proc.returncode))
+                log.info("node %s on host %d exited with code %d", h.node, h.index, h.proc.returncode)
+                h.proc = None
+
+    def signal(self, host: Host, signum: int) -> None:
+        if host.running():
+            host.proc.send_signal(signum)
+
+    def link(self, host: Host, up: bool) -> None:
+        self.net.set_link(host.index, up)
+
+
+def choose(kind: str, fleet: Fleet, rng: random.Random) -> tuple[str, Host | None]:
+    """The fault to inject and its host: `kind`, or a join where it would leave fewer than 2 nodes."""
+    live, store = fleet.live(), fleet.store_host()
+    if kind != "join" and len(live) <= 2:
+        kind = "join"
+    if kind == "join":
+        free = fleet.free()
+        return ("join", rng.choice(free)) if free else ("skip", None)
+    if kind == "kill_store":
+        return kind, store
+    others = [h for h in live if h is not store] or live
+    return kind, rng.choice(others)
+
+
+def inject(kind: str, host: Host, fleet: Fleet, pending: list) -> dict:
+    """Start fault `kind` on `host`; a freeze or cut puts its mending into `pending` (time, action)."""
+    record = dict(t=round(fleet.now(), 1), kind=kind, host=host.index, node=fleet.node_of(host), output=host.output)
+    if kind in ("kill", "kill_store"):
+        fleet.signal(host, signal.SIGKILL)
+    elif kind == "freeze":
+        fleet.signal(host, signal.SIGSTOP)
+        pending.append((time.time() + FREEZE_S, lambda: fleet.signal(host, signal.SIGCONT)))
+    elif kind == "cut":
+        fleet.link(host, up=False)
+        pending.append((time.time() + CUT_S, lambda: fleet.link(host, up=True)))
+    elif kind == "join":
+        fleet._start(host, None)
+        record.update(node=None, output=host.output)  # its node id is in its output once it joined
+    log.info("fault at %.0f s: %s on host %d (node %s)", record["t"], kind, host.index, record["node"])
+    return record
+
+
+def soak(obj) -> dict:
+    """The run with its faults, to the end; the report (launch.chaos_report)."""
+    from launch.hosts import Network, parse_rate
+    from sync.rendezvous import reset
+
+    b, rng = obj.bench, random.Random(obj.seed)
+    os.makedirs(os.path.join(obj.run_dir, "chaos"), exist_ok=True)
+    shm_before = set(os.listdir("/dev/shm"))
+    reset(obj.run_dir)
+    faults, pending, bag = [], [], []
+    with Network(obj.nodes + 1, parse_rate(obj.launcher.link)) as net:
+        fleet = Fleet(obj.run_dir, net, [Host(i) for i in range(obj.nodes + 1)])
+        fleet.start_world(obj.nodes)
+        log.info("chaos soak: %d nodes on hosts 0..%d (host %d spare), faults for %.0f s, one every ~%.0f s",
+                 obj.nodes, obj.nodes - 1, obj.nodes, b.chaos_s, b.chaos_every_s)
+        next_at = rng.uniform(0.5, 1.5) * b.chaos_every_s
+        try:
+            while fleet.live() or pending:
+                fleet.reap()
+                for due in [p for p in pending if p[0] <= time.time()]:
+                    pending.remove(due)
+                    due[1]()
+                if fleet.now() >= next_at and fleet.now() < b.chaos_s and fleet.live():
+                    bag = bag or rng.sample(FAULTS, len(FAULTS))
+                    kind, host = choose(bag.pop(), fleet, rng)
+                    if host is not None:
+                        faults.append(inject(kind, host, fleet, pending))
+                    next_at = fleet.now() + rng.uniform(0.5, 1.5) * b.chaos_every_s
+                if fleet.now() > b.chaos_s + END_S:
+                    log.error("the run did not finish %.0f s after the fault window: stopping it", END_S)
+                    for h in fleet.live():
+                        fleet.signal(h, signal.SIGKILL)
+                time.sleep(0.5)
+        finally:
+            for h in fleet.live():  # Ctrl-C or an error of ours: the nodes go with the network
+                fleet.signal(h, signal.SIGCONT)
+            fleet.reap()
+            left_inside = settled(net, fleet.hosts)
+    for f in faults:  # a joiner's node id, now that it logged it
+        f["node"] = f["node"] if f["node"] is not None else joined_as(f.pop("output"))
+        f.pop("output", None)
+    report = chaos_report.build(obj.run_dir, faults, fleet.exits, fleet.t0, obj.train.max_env_frames)
+    report["checks"] += chaos_report.leftovers(obj.run_dir, left_inside, net.prefix, shm_before)
+    return report
+
+
+def settled(net, hosts: list[Host], wait_s: float = 15.0) -> dict[int, list[int]]:
+    """The processes still in each host's namespace once the nodes' cleaners had `wait_s` (each
+    node's janitor ends its workers after the node ended)."""
+    deadline = time.time() + wait_s
+    while True:
+        inside = {h.index: net.pids(h.index) for h in hosts}
+        if not any(inside.values()) or time.time() > deadline:
+            return inside
+        time.sleep(0.5)
+
+
+def joined_as(output: str | None) -> int | None:
+    try:
+        with open(output, errors="replace") as f:
+            m = re.search(r"node (\d+) is rank \d+ of", f.read())
+    except (OSError, TypeError):
+        return None
+    return int(m.group(1)) if m else None
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base="1.3")
+def main(cfg) -> None:
+    obj = resolve(cfg, hydra_run_dir())
+    try:
+        check_chaos(obj)
+    except ConfigError as exc:
+        refuse(str(exc))
+    write_resolved(obj)
+    log.info("run directory: %s", obj.run_dir)
+    report = soak(obj)
+    with open(os.path.join(obj.run_dir, "chaos.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    chaos_report.print_report(report)
+    sys.exit(0 if all(c["ok"] for c in report["checks"]) else 1)
+
+
+if __name__ == "__main__":
+    check_command(sys.argv[1:], check)
+    main()

@@ -1,0 +1,45 @@
+"""launch.chaos (the chaos soak) in small: three nodes on emulated hosts, the store's host killed,
+then a node joins; the report names both faults and every end check passes. The 30-minute soak
+itself is a benchmark (docs/several-nodes.md)."""
+import json
+import os
+
+import pytest
+from helpers import FAST_GYM, one_error_line, run_module
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+SMALL = ["nodes=3", "launcher=hosts", *FAST_GYM, "sampler.num_workers=1", "model.fc_size=32",
+         "model.hidden_size=32", "sync.timeout_s=30"]
+
+
+def test_a_small_soak_survives_the_store_host_killed_and_a_join(tmp_path):
+    run = tmp_path / "soak"
+    # seed 9 draws kill_store first (at ~19 s), then a cut (at ~36 s), which with 2 nodes left becomes a join
+    proc = run_module("launch.chaos", f"hydra.run.dir={run}", *SMALL, "seed=9", "train.max_env_frames=200000",
+                      "bench.chaos_s=40", "bench.chaos_every_s=20", timeout=400, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    report = json.load(open(run / "chaos.json"))
+    assert [f["kind"] for f in report["faults"]] == ["kill_store", "join"], report["faults"]
+    killed = report["faults"][0]
+    assert killed["node"] == 0 and killed["changes"][0].startswith("gen 1: 3 -> ")  # the writer was node 0
+    assert killed["trained_again_s"] is not None and killed["frames_after"] >= killed["frames_before"]
+    assert {e["code"] for e in report["exits"] if e["node"] == 0} == {-9}
+    assert [c["name"] for c in report["checks"]] == [
+        "the run finished", "the survivors agree", "the frame counter never went back", "the last checkpoint loads",
+        "nothing left running", "no namespace, bridge or /dev/shm entry left"]
+    assert all(c["ok"] for c in report["checks"]) and "PASS  the survivors agree" in proc.stdout
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["nodes=2"], "launch.chaos needs nodes >= 3 (a fault must leave 2), got nodes=2"),
+    (["launcher=local"], "launch.chaos runs the nodes on emulated hosts: use launcher=hosts"),
+    (["train.max_env_frames=0"], "launch.chaos ends with a finished run: set train.max_env_frames"),
+    (["sync.elastic=false"], "launch.chaos kills and adds nodes: it needs sync.elastic=true"),
+    (["nodes=999"], "launch.chaos runs 2 to "),
+])
+def test_bad_soak_input_is_one_line_before_anything_starts(tmp_path, overrides, message):
+    proc = run_module("launch.chaos", f"hydra.run.dir={tmp_path}/run", *SMALL, "train.max_env_frames=1000",
+                      *overrides, check=False, timeout=60)
+    assert proc.returncode == 2 and message in one_error_line(proc)
+    assert not os.path.exists(tmp_path / "run" / "config.yaml")
