@@ -62,7 +62,9 @@ def synthetic_batch(spec, state_size: int, trajectories: int, rollout: int, seed
         obs = torch.randn(n, t + 1, *spec.obs_shape, generator=g)
     return SlotBatch(
         obs=obs, meas=torch.randn(n, t + 1, spec.meas_size, generator=g),
-        actions=torch.stack([torch.randint(0, k, (n, t), generator=g) for k in spec.action_heads], -1),
+        # float32 as in the slots: a discrete head's index, then the continuous dims' values
+        actions=torch.cat([torch.randint(0, k, (n, t, 1), generator=g).float() for k in spec.action_heads]
+                          + [torch.randn(n, t, spec.continuous, generator=g)], -1),
         logp=-torch.rand(n, t, generator=g) - 0.5, values=torch.randn(n, t, generator=g),
         rewards=0.1 * torch.randn(n, t, generator=g), dones=torch.rand(n, t, generator=g) < 0.01,
         versions=torch.zeros(n, t, dtype=torch.int64), h0=torch.zeros(n, state_size))
