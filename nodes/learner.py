@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from nodes import losses
+from nodes.adam import Adam
 from nodes.models import RunningNorm, autocast, batch_moments, fold_moments
 from nodes.peers import Solo
 from nodes.profile import LEARNER, Clock
@@ -29,12 +30,12 @@ FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER, OBS_NORM, STATS = (
 LOGGED = ("loss", "policy_loss", "value_loss", "entropy", "ratio_dev", "kl", "grad_norm")
 
 
-def make_optimizer(model: nn.Module, c) -> torch.optim.Optimizer:
+def make_optimizer(model: nn.Module, c) -> torch.optim.Optimizer | Adam:
     device = next(model.parameters()).device
-    # fused Adam: one kernel for every parameter on CUDA (the for-each loop is launch-bound there)
-    extra = {"fused": True} if device.type == "cuda" else {}
-    return torch.optim.Adam(model.parameters(), lr=c.lr, eps=c.adam_eps, betas=(c.adam_beta1, c.adam_beta2),
-                            **extra)
+    betas = (c.adam_beta1, c.adam_beta2)
+    if device.type == "cuda":  # fused Adam: one kernel for every parameter (a loop is launch-bound there)
+        return torch.optim.Adam(model.parameters(), lr=c.lr, eps=c.adam_eps, betas=betas, fused=True)
+    return Adam(model.parameters(), lr=c.lr, eps=c.adam_eps, betas=betas)  # torch.optim's, without its dynamo import
 
 
 class Learner:
