@@ -77,3 +77,30 @@ def test_a_learner_on_cpu_never_imports_dynamo():
             "print('torch._dynamo' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_mujoco_learner_with_either_adam_takes_the_same_steps():
+    """The real Learner of the MuJoCo preset (the Gaussian head's state-independent log-std, an
+    iteration of several epochs x minibatches, gradient clipping): the same parameters, bit for bit,
+    with torch.optim.Adam as with ours (a suspicion once, from a single pair of noisy HalfCheetah runs)."""
+    from helpers import compose
+
+    from launch.scaling_harness import batch_shape, synthetic_batch
+    from nodes.envs import env_spec
+    from nodes.learner import Learner
+    from nodes.models import ActorCritic
+
+    cfg = compose("env=mujoco_halfcheetah", "sampler.num_workers=2", "sampler.envs_per_worker=4")
+    spec = env_spec(cfg.env)
+    torch.manual_seed(0)
+    ours = Learner(ActorCritic(spec, cfg.model), cfg.algo, precision="fp32")
+    theirs = Learner(copy.deepcopy(ours.model), cfg.algo, precision="fp32")
+    c = cfg.algo
+    theirs.optimizer = torch.optim.Adam(theirs.model.parameters(), lr=c.lr, eps=c.adam_eps,
+                                        betas=(c.adam_beta1, c.adam_beta2))
+    assert isinstance(ours.optimizer, Adam) and spec.continuous and cfg.algo.epochs * cfg.algo.minibatches > 1
+    batch = synthetic_batch(spec, ours.model.state_size, *batch_shape(cfg), seed=0)
+    for _ in range(3):
+        assert ours.train_step(batch)["loss"] == theirs.train_step(batch)["loss"]
+    assert torch.equal(_flat(ours.model), _flat(theirs.model))
+    assert not torch.equal(ours.model.action_log_std, torch.zeros_like(ours.model.action_log_std))
