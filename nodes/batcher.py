@@ -170,8 +170,14 @@ class Batcher(threading.Thread):
         return self._hand_over(batch)
 
     def held(self) -> int:
-        """Finished slots this batcher holds (batched or pending)."""
+        """Finished slots this batcher holds toward its batches (batched or pending). In rounds only
+        the round being batched counts: at the start the envs collect rounds 0 and 1 at once, so
+        a worker that is a round ahead puts round-1 slots in `pending` before round 0 is whole."""
         with self.cond:
+            if self.rounds:
+                if self.ready is not None:
+                    return len(self.ready.slots)
+                return int((self.buffers.slot_round[self.pending] == self.round).sum())
             return len(self.pending) + (len(self.ready.slots) if self.ready is not None else 0)
 
     def take_partial(self, min_slots: int) -> SlotBatch | None:
@@ -181,7 +187,7 @@ class Batcher(threading.Thread):
             if self.ready is not None:
                 batch, self.ready = self.ready, None
                 return self._hand_over(batch)
-            if len(self.pending) >= max(min_slots, 1):
+            if not self.rounds and len(self.pending) >= max(min_slots, 1):  # in rounds: whole rounds only
                 n = min(len(self.pending), self.per_batch)
                 slots, self.pending = self.pending[:n], self.pending[n:]
                 return self._hand_over(self._cut(slots))

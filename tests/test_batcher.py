@@ -183,6 +183,9 @@ def test_in_rounds_a_batch_is_one_round_of_every_env_ordered_by_env_and_released
     try:
         ch.trajectories[0].put_many([2, 3, 0, 4])  # env 0 finished round 1 before env 1 finished round 0
         assert batcher.get_full(timeout=0.2) is None
+        # 4 slots pending but only 2 of round 0: not a batch in hand (wait_for_batches would take
+        # it), and never cut into one with round 1's (sampler.mode=deterministic diverged so)
+        assert batcher.held() == 2 and batcher.take_partial(1) is None
         ch.trajectories[0].put_many([1])
         first = wait_full(batcher)
         assert first.obs[:, 0, 0].tolist() == [0, 1, 2] and first.slots == [0, 1, 2]
