@@ -7,16 +7,20 @@ draw), each kind in turn from a shuffled bag:
 
 - kill: SIGKILL of a node that is not the store's host;
 - kill_store: SIGKILL of the node hosting the generation's store (its rank 0, the writer);
-- freeze: SIGSTOP of a node's main process, SIGCONT FREEZE_S later (its heartbeat goes stale);
+- freeze: SIGSTOP of a node's main process (the store's host too: its store lives in a child
+  process, sync.store_keeper), SIGCONT FREEZE_S later (its heartbeat goes stale);
 - cut: the link of a host that is not the store's set down, up again CUT_S later (nothing crosses);
 - join: `python -m launch.node RUN_DIR` on a free host (a node joining the run).
 
-A fault that would leave fewer than 2 nodes is replaced by a join (and one with no free host is
-skipped). The cut spares the store's host: a machine whose store nobody can reach stops the world
-until the watchdog ends it (docs/several-nodes.md, Limits), which is not a fault a run survives.
-After the window the run goes on to train.max_env_frames; then the checks (launch.chaos_report):
-the run finished, the survivors agree (checksums), the frame counter never went back, the last
-checkpoint loads, nothing is left running, no namespace and no new /dev/shm entry is left.
+Faults hit healthy nodes only: none frozen or cut off now or in the last SETTLE_S, no young
+joiner. One that would leave fewer than 2 healthy nodes becomes a join, and one that cannot be
+done now (no free host, the store's host not healthy) is skipped. The cut spares the store's
+host: a machine whose store nobody can reach stops the world until the watchdog ends it
+(docs/several-nodes.md, Limits), which is not a fault a run survives. After the window the run
+goes on to train.max_env_frames; then the checks (launch.chaos_report): the run finished, the
+survivors agree (checksums), the frame counter never went back, the last checkpoint loads, every
+node ended with the run or by our SIGKILL, nothing is left running, no namespace, bridge or
+leftover /dev/shm entry.
 
 The report (each fault: when, what the world did, how long until it trained again, the frame
 counter around it) is printed and written to RUN_DIR/chaos.json. Exit 0 when every check passed,
@@ -24,6 +28,7 @@ counter around it) is printed and written to RUN_DIR/chaos.json. Exit 0 when eve
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -33,6 +38,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hydra
@@ -84,6 +90,9 @@ class Host:
         return self.proc is not None and self.proc.poll() is None
 
 
+SETTLE_S = 30.0  # after a freeze or cut is mended, or a join starts: not yet counted in the world
+
+
 @dataclass
 class Fleet:
     """The soak's hosts and nodes: starts, breaks and mends them."""
@@ -92,6 +101,8 @@ class Fleet:
     net: object  # launch.hosts.Network
     hosts: list[Host] = field(default_factory=list)
     exits: list[dict] = field(default_factory=list)  # every node process that ended: when, code
+    mends: list[tuple[float, Host, Callable[[], None]]] = field(default_factory=list)  # (due, host, action)
+    settling: dict[int, float] = field(default_factory=dict)  # host -> until when it is not counted
     t0: float = field(default_factory=time.time)
 
     def start_world(self, n: int) -> None:
@@ -113,9 +124,16 @@ class Fleet:
     def live(self) -> list[Host]:
         return [h for h in self.hosts if h.running()]
 
+    def healthy(self) -> list[Host]:
+        """Live nodes that are in the world as far as the soak can tell: none frozen or cut off now
+        or in the last SETTLE_S (a dropped node takes a while to come back), no joiner that young."""
+        return [h for h in self.live() if self.settling.get(h.index, 0.0) <= time.time()]
+
     def free(self) -> list[Host]:
-        """Hosts with no node, and nothing left in their namespace (a killed node's workers gone)."""
-        return [h for h in self.hosts if not h.running() and not self.net.pids(h.index)]
+        """Hosts with no node, no mend pending (a cut link), nothing left in their namespace (a
+        killed node's workers gone)."""
+        busy = {h.index for _, h, _ in self.mends}
+        return [h for h in self.hosts if not h.running() and h.index not in busy and not self.net.pids(h.index)]
 
     def node_of(self, host: Host) -> int | None:
         if host.node is None:
@@ -123,11 +141,19 @@ class Fleet:
         return host.node
 
     def store_host(self) -> Host | None:
-        """The live host whose node is rank 0 now: the one that logged the newest status line."""
-        newest = chaos_report.newest_status_node(self.run_dir)
-        live = self.live()
-        return next((h for h in live if self.node_of(h) == newest), None) or \
-            min(live, key=lambda h: (self.node_of(h) is None, self.node_of(h) or 0), default=None)
+        """The live host of the newest generation's rank 0 (its logs say so), if it is live."""
+        node = chaos_report.rank0_node(self.run_dir)
+        return next((h for h in self.live() if self.node_of(h) == node), None)
+
+    def mend(self, host: Host, after_s: float, action: Callable[[], None]) -> None:
+        due = time.time() + after_s
+        self.mends.append((due, host, action))
+        self.settling[host.index] = due + SETTLE_S
+
+    def mend_due(self) -> None:
+        for m in [m for m in self.mends if m[0] <= time.time()]:
+            self.mends.remove(m)
+            m[2]()
 
     def reap(self) -> None:
         for h in self.hosts:
@@ -146,32 +172,35 @@ class Fleet:
 
 
 def choose(kind: str, fleet: Fleet, rng: random.Random) -> tuple[str, Host | None]:
-    """The fault to inject and its host: `kind`, or a join where it would leave fewer than 2 nodes."""
-    live, store = fleet.live(), fleet.store_host()
-    if kind != "join" and len(live) <= 2:
+    """The fault to inject and its host: `kind` on a healthy node (kill and cut: not the store's
+    host), or a join where it would leave fewer than 2 healthy nodes; ("skip", None) when neither
+    can be done now."""
+    healthy, store = fleet.healthy(), fleet.store_host()
+    if kind != "join" and len(healthy) <= 2:
         kind = "join"
     if kind == "join":
         free = fleet.free()
         return ("join", rng.choice(free)) if free else ("skip", None)
     if kind == "kill_store":
-        return kind, store
-    others = [h for h in live if h is not store] or live
-    return kind, rng.choice(others)
+        return (kind, store) if store in healthy else ("skip", None)
+    targets = healthy if kind == "freeze" else [h for h in healthy if h is not store]
+    return (kind, rng.choice(targets)) if targets else ("skip", None)
 
 
-def inject(kind: str, host: Host, fleet: Fleet, pending: list) -> dict:
-    """Start fault `kind` on `host`; a freeze or cut puts its mending into `pending` (time, action)."""
+def inject(kind: str, host: Host, fleet: Fleet) -> dict:
+    """Start fault `kind` on `host`; a freeze or cut is mended later (Fleet.mend_due)."""
     record = dict(t=round(fleet.now(), 1), kind=kind, host=host.index, node=fleet.node_of(host), output=host.output)
     if kind in ("kill", "kill_store"):
         fleet.signal(host, signal.SIGKILL)
     elif kind == "freeze":
         fleet.signal(host, signal.SIGSTOP)
-        pending.append((time.time() + FREEZE_S, lambda: fleet.signal(host, signal.SIGCONT)))
+        fleet.mend(host, FREEZE_S, lambda: fleet.signal(host, signal.SIGCONT))
     elif kind == "cut":
         fleet.link(host, up=False)
-        pending.append((time.time() + CUT_S, lambda: fleet.link(host, up=True)))
+        fleet.mend(host, CUT_S, lambda: fleet.link(host, up=True))
     elif kind == "join":
         fleet._start(host, None)
+        fleet.settling[host.index] = time.time() + 2 * SETTLE_S  # starting its workers, then joining
         record.update(node=None, output=host.output)  # its node id is in its output once it joined
     log.info("fault at %.0f s: %s on host %d (node %s)", record["t"], kind, host.index, record["node"])
     return record
@@ -186,7 +215,7 @@ def soak(obj) -> dict:
     os.makedirs(os.path.join(obj.run_dir, "chaos"), exist_ok=True)
     shm_before = set(os.listdir("/dev/shm"))
     reset(obj.run_dir)
-    faults, pending, bag = [], [], []
+    faults, bag = [], []
     with Network(obj.nodes + 1, parse_rate(obj.launcher.link)) as net:
         fleet = Fleet(obj.run_dir, net, [Host(i) for i in range(obj.nodes + 1)])
         fleet.start_world(obj.nodes)
@@ -194,16 +223,17 @@ def soak(obj) -> dict:
                  obj.nodes, obj.nodes - 1, obj.nodes, b.chaos_s, b.chaos_every_s)
         next_at = rng.uniform(0.5, 1.5) * b.chaos_every_s
         try:
-            while fleet.live() or pending:
+            while fleet.live() or fleet.mends:
                 fleet.reap()
-                for due in [p for p in pending if p[0] <= time.time()]:
-                    pending.remove(due)
-                    due[1]()
+                fleet.mend_due()
                 if fleet.now() >= next_at and fleet.now() < b.chaos_s and fleet.live():
                     bag = bag or rng.sample(FAULTS, len(FAULTS))
                     kind, host = choose(bag.pop(), fleet, rng)
                     if host is not None:
-                        faults.append(inject(kind, host, fleet, pending))
+                        faults.append(inject(kind, host, fleet))
+                    else:
+                        log.info("fault at %.0f s: %s cannot be done now (too few healthy nodes or no free host)",
+                                 fleet.now(), kind)
                     next_at = fleet.now() + rng.uniform(0.5, 1.5) * b.chaos_every_s
                 if fleet.now() > b.chaos_s + END_S:
                     log.error("the run did not finish %.0f s after the fault window: stopping it", END_S)
@@ -213,6 +243,10 @@ def soak(obj) -> dict:
         finally:
             for h in fleet.live():  # Ctrl-C or an error of ours: the nodes go with the network
                 fleet.signal(h, signal.SIGCONT)
+            for _, h, _ in fleet.mends:
+                if h.proc is not None:  # a cut link: up again, so that nothing waits on it
+                    with contextlib.suppress(Exception):
+                        fleet.link(h, up=True)
             fleet.reap()
             left_inside = settled(net, fleet.hosts)
     for f in faults:  # a joiner's node id, now that it logged it

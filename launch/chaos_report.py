@@ -20,8 +20,9 @@ from datetime import datetime
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[\w+\] - (.*)$")
 STATUS = re.compile(r"^frames ([\d,]+) \| fps .*\| version (\d+)")
 CHANGE = re.compile(r"^world changed: (\d+) -> (\d+) nodes \(left (\[[\d, ]*\]|none), joined (\[[\d, ]*\]|none)\) "
-                    r"in ([\d.]+) s, generation (\d+)")
-NOTICED = re.compile(r"^rank \d+: .* during (.+?)(?: \(.*\))?: the survivors re-form the world$")
+                    r"in ([\d.]+) s, generation (\d+), now rank (\d+)")
+ENTERED = re.compile(r"^node \d+ is rank (\d+) of \d+ \(generation (\d+),")
+NOTICED = re.compile(r"^rank \d+: .*? during (.+?)(?: \(.*\))?: the survivors re-form the world$")
 
 
 def node_of_log(path: str) -> int:
@@ -29,8 +30,8 @@ def node_of_log(path: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-def events(run_dir: str) -> list[dict]:
-    """Every status, change and loss line of every node's log, by time."""
+def events(run_dir: str, since: float = 0.0) -> list[dict]:
+    """Every status, change, entry and loss line of every node's log from `since` on, by time."""
     out = []
     for path in glob.glob(os.path.join(run_dir, "train*.log")):
         node = node_of_log(path)
@@ -41,68 +42,88 @@ def events(run_dir: str) -> list[dict]:
                     continue
                 t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
                 text = m.group(2)
+                if t < since:  # an earlier launch's lines in the same run directory
+                    continue
                 if s := STATUS.match(text):
                     out.append(dict(t=t, node=node, kind="status", frames=int(s.group(1).replace(",", "")),
                                     version=int(s.group(2))))
                 elif c := CHANGE.match(text):
                     out.append(dict(t=t, node=node, kind="change", before=int(c.group(1)), after=int(c.group(2)),
-                                    left=c.group(3), joined=c.group(4), seconds=float(c.group(5)),
-                                    generation=int(c.group(6))))
+                                    left=_ids(c.group(3)), joined=_ids(c.group(4)), seconds=float(c.group(5)),
+                                    generation=int(c.group(6)), rank=int(c.group(7))))
+                elif e := ENTERED.match(text):
+                    out.append(dict(t=t, node=node, kind="entered", rank=int(e.group(1)), generation=int(e.group(2))))
                 elif n := NOTICED.match(text):
                     out.append(dict(t=t, node=node, kind="noticed", during=n.group(1)))
     return sorted(out, key=lambda e: e["t"])
 
 
-def newest_status_node(run_dir: str) -> int | None:
-    """The node that logged the newest status line: rank 0 of the current generation."""
-    best = (0.0, None)
-    for path in glob.glob(os.path.join(run_dir, "train*.log")):
-        with open(path, "rb") as f:
-            f.seek(max(0, os.path.getsize(path) - 65536))
-            lines = f.read().decode(errors="replace").splitlines()
-        for line in reversed(lines):
-            m = STAMP.match(line)
-            if m and STATUS.match(m.group(2)):
-                t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
-                best = max(best, (t, node_of_log(path)), key=lambda x: x[0])
-                break
+def _ids(text: str) -> list[int]:
+    return [] if text == "none" else [int(x) for x in text.strip("[]").split(",") if x.strip()]
+
+
+def rank0_node(run_dir: str) -> int | None:
+    """The node that is rank 0 (the store's host, the writer) of the newest generation its logs name."""
+    best = (-1, None)
+    for e in events(run_dir):
+        if e["kind"] in ("change", "entered") and e["rank"] == 0 and e["generation"] > best[0]:
+            best = (e["generation"], e["node"])
     return best[1]
 
 
-def around(fault: dict, t0: float, until: float, evs: list[dict]) -> dict:
+def generations(evs: list[dict]) -> dict[int, dict]:
+    """Each generation as its members logged it, merged: members differ (a node dropped and back
+    logs its own stale 'before'), so the left and joined nodes are the union of theirs, the size
+    before is the previous generation's, and its time is the first member's line."""
+    gens: dict[int, dict] = {}
+    for e in evs:
+        if e["kind"] != "change":
+            continue
+        g = gens.setdefault(e["generation"], dict(t=e["t"], after=e["after"], left=set(), joined=set(), seconds=0.0))
+        g["left"] |= set(e["left"])
+        g["joined"] |= set(e["joined"])
+        g["seconds"] = max(g["seconds"], e["seconds"])
+    # who was in the world: generation 0's members, then each change applied (a stale 'left' of a
+    # node already gone, from a member that was away, is not this generation's)
+    members = {e["node"] for e in evs if e["kind"] == "entered" and e["generation"] == 0}
+    for number in sorted(gens):
+        g = gens[number]
+        g["left"] &= members or g["left"]
+        members = (members - g["left"]) | g["joined"]
+        g["before"] = g["after"] + len(g["left"]) - len(g["joined"])
+    return gens
+
+
+def around(fault: dict, t0: float, until: float, evs: list[dict], gens: dict[int, dict]) -> dict:
     """What the world did between fault (at t0 + fault["t"]) and `until` (the next fault)."""
     at = t0 + fault["t"]
     before = [e for e in evs if e["kind"] == "status" and e["t"] <= at]
     window = [e for e in evs if at < e["t"] <= until]
-    changes = {}
-    for e in window:
-        if e["kind"] == "change":
-            changes.setdefault(e["generation"], e)
+    changes = {n: g for n, g in gens.items() if at < g["t"] <= until}
     noticed = next((e for e in window if e["kind"] in ("noticed", "change")), None)
+    first_change = min((g["t"] for g in changes.values()), default=at)
+    resumed = next((e for e in window if e["kind"] == "status" and e["t"] > first_change), None)
     # a survivor whose gradient all-reduce failed drops that iteration's batch (docs/several-nodes.md)
     dropped = {e["node"] for e in window if e["kind"] == "noticed" and e["during"] == "the gradient all-reduce"}
-    where = sorted({e["during"] for e in window if e["kind"] == "noticed"})
-    last_change = max((c["t"] for c in changes.values()), default=at)
-    resumed = next((e for e in window if e["kind"] == "status" and e["t"] > last_change), None)
-    out = dict(fault, changes=[f"gen {c['generation']}: {c['before']} -> {c['after']} nodes, left {c['left']}, "
-                               f"joined {c['joined']} ({c['seconds']:.1f} s)" for _, c in sorted(changes.items())],
-               dropped_batches=len(dropped), noticed_during=where,
-               noticed_s=round(noticed["t"] - at, 1) if noticed else None,
-               trained_again_s=round(resumed["t"] - at, 1) if resumed else None,
-               frames_before=before[-1]["frames"] if before else 0,
-               version_before=before[-1]["version"] if before else 0,
-               frames_after=resumed["frames"] if resumed else None,
-               version_after=resumed["version"] if resumed else None)
-    return out
+    during = sorted({e["during"] for e in window if e["kind"] == "noticed"})
+    return dict(fault,
+                changes=[f"gen {n}: {g['before']} -> {g['after']} nodes, left {sorted(g['left']) or 'none'}, joined "
+                         f"{sorted(g['joined']) or 'none'} ({g['seconds']:.1f} s)" for n, g in sorted(changes.items())],
+                dropped_batches=len(dropped), noticed_during=during,
+                noticed_s=round(noticed["t"] - at, 1) if noticed else None,
+                trained_again_s=round(resumed["t"] - at, 1) if resumed else None,
+                frames_before=before[-1]["frames"] if before else 0,
+                version_before=before[-1]["version"] if before else 0,
+                frames_after=resumed["frames"] if resumed else None,
+                version_after=resumed["version"] if resumed else None)
 
 
 def build(run_dir: str, faults: list[dict], exits: list[dict], t0: float, target: int) -> dict:
     """The report: each fault with what followed it, every node exit, the checks on the run."""
-    from nodes import checkpoint as ckpt
-
-    evs = events(run_dir)
+    evs = events(run_dir, since=t0)
+    gens = generations(evs)
     ends = [t0 + f["t"] for f in faults[1:]] + [float("inf")]
-    rows = [around(f, t0, end, evs) for f, end in zip(faults, ends)]
+    rows = [around(f, t0, end, evs, gens) for f, end in zip(faults, ends)]
     status = [e for e in evs if e["kind"] == "status"]
     backwards = [(a["frames"], b["frames"]) for a, b in zip(status, status[1:]) if b["frames"] < a["frames"]]
     s = read_json(os.path.join(run_dir, "summary.json"))
@@ -113,18 +134,31 @@ def build(run_dir: str, faults: list[dict], exits: list[dict], t0: float, target
               f"{s.get('nodes')} nodes, checksums {sorted(set(s.get('param_checksums', [])))}"),
         check("the frame counter never went back", not backwards and len(status) > 1,
               f"{len(status)} status lines, {len(backwards)} backwards {backwards[:3]}"),
+        checkpoint_check(run_dir, s.get("policy_version")),
+        exits_check(faults, exits),
     ]
+    return dict(faults=rows, exits=exits, generations=max(gens, default=0), env_frames=s.get("env_frames"),
+                seconds=round(time.time() - t0, 1), checks=checks)
+
+
+def checkpoint_check(run_dir: str, version: int | None) -> dict:
+    from nodes import checkpoint as ckpt
+
     latest = ckpt.latest(run_dir)
     try:
         loaded = ckpt.load(latest)["policy_version"] if latest else None
-        checks.append(check("the last checkpoint loads", loaded == s.get("policy_version"),
-                            f"{os.path.basename(latest or 'none')}: version {loaded}, "
-                            f"summary {s.get('policy_version')}"))
     except Exception as exc:  # a checkpoint that does not load is what this check is for
-        checks.append(check("the last checkpoint loads", False, f"{latest}: {exc}"))
-    return dict(faults=rows, exits=exits, generations=max((e["generation"] for e in evs if e["kind"] == "change"),
-                                                            default=0),
-                env_frames=s.get("env_frames"), seconds=round(time.time() - t0, 1), checks=checks)
+        return check("the last checkpoint loads", False, f"{latest}: {exc}")
+    return check("the last checkpoint loads", latest is not None and loaded == version,
+                 f"{os.path.basename(latest or 'none')}: version {loaded}, summary {version}")
+
+
+def exits_check(faults: list[dict], exits: list[dict]) -> dict:
+    """Every node ended with the run (0) or by one of our SIGKILLs, none on its own otherwise."""
+    killed = {f["host"] for f in faults if f["kind"] in ("kill", "kill_store")}
+    odd = [e for e in exits if e["code"] != 0 and not (e["code"] == -9 and e["host"] in killed)]
+    return check("every node ended with the run or by a kill", not odd,
+                 f"{len(exits)} exits, {sum(e['code'] == 0 for e in exits)} at the end; others: {odd or 'none'}")
 
 
 def read_json(path: str) -> dict:
@@ -139,24 +173,31 @@ def check(name: str, ok: bool, detail: str) -> dict:
     return dict(name=name, ok=bool(ok), detail=detail)
 
 
+SHM_OURS = ("sem.mp-", "ViZDoom")  # what a node can leave in /dev/shm (other programs' entries are not ours)
+
+
 def leftovers(run_dir: str, inside: dict, prefix: str, shm_before: set) -> list[dict]:
     """Nothing of the run is left: no process (in the namespaces before teardown, anywhere after),
-    no namespace or bridge, no new /dev/shm entry (given the cleaners a few seconds)."""
+    no namespace, bridge or /etc/netns file, no new /dev/shm entry of the kinds nodes make (given
+    the cleaners a few seconds)."""
     deadline = time.time() + 15
     while True:
         ns = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
               if n.startswith(prefix)]
+        bridge = subprocess.run(["ip", "link", "show", prefix + "br"], capture_output=True).returncode == 0
+        etc = glob.glob(f"/etc/netns/{prefix}h*")
         procs = subprocess.run(["pgrep", "-f", f"launch.node {run_dir}|store_keeper .*{run_dir}"],
                                capture_output=True, text=True).stdout.split()
-        shm = sorted(set(os.listdir("/dev/shm")) - shm_before)
-        if not (ns or procs or shm) or time.time() > deadline:
+        shm = sorted(n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith(SHM_OURS))
+        if not (ns or bridge or etc or procs or shm) or time.time() > deadline:
             break
         time.sleep(0.5)
     busy = {h: p for h, p in inside.items() if p}
     return [check("nothing left running", not procs and not busy,
                   f"after the run: {busy or 'none'} in the namespaces, {procs or 'none'} anywhere"),
-            check("no namespace, bridge or /dev/shm entry left", not ns and not shm,
-                  f"namespaces {ns or 'none'}, /dev/shm {shm or 'none'}")]
+            check("no namespace, bridge or /dev/shm entry left", not (ns or bridge or etc or shm),
+                  f"namespaces {ns or 'none'}, bridge {'left' if bridge else 'gone'}, /etc/netns {etc or 'none'}, "
+                  f"/dev/shm {shm or 'none'}")]
 
 
 def print_report(r: dict) -> None:
