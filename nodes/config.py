@@ -279,9 +279,9 @@ class BenchConfig:
     # sampled every 10 s, and its growth after the warm-up (bench.soak_s=1800: 30 minutes)
     soak_s: float = 0.0
     # launch.chaos (the chaos soak, nodes=3 launcher=hosts): faults are injected for chaos_s seconds
-    # of the run, one every chaos_every_s on average (uniform within 0.5x to 1.5x of it)
+    # of the run (then it trains on to train.max_env_frames)
     chaos_s: float = 1800.0
-    chaos_every_s: float = 120.0
+    chaos_every_s: float = 120.0  # launch.chaos: mean gap between faults (each uniform in 0.5x to 1.5x of it)
     # launch.scaling (the cluster on paper): all-reduces are timed in gloo groups of these many local ranks
     scaling_ranks: list[int] = field(default_factory=lambda: [2, 4, 8])
     scaling_repeats: int = 10  # launch.scaling: timed all-reduces per size and rank count (the median)
