@@ -188,13 +188,20 @@ def bench_nodes(obj) -> None:
     print(f"   1 node: {single['fps']:10.1f} env frames/s", flush=True)
     multi = _timed_run(obj, os.path.join(obj.run_dir, "multi"), n)
     per_node = [x * fs / multi["seconds"] for x in multi["samples_per_rank"]]
+    # an iteration = one version; its sync = each rank's all-reduce time (transfer + waiting for the
+    # last rank to arrive: the rank arriving last waits least, so the minimum is nearest the transfer)
+    iteration_s = multi["train_seconds"] / max(multi["policy_version"], 1)
+    sync_s = [share * iteration_s for share in multi["sync_share_per_rank"]]
     print(f"{n:>4} nodes: {multi['fps']:10.1f} env frames/s total, per node "
           f"{', '.join(f'{x:.1f}' for x in per_node)}, sync share per node "
           f"{', '.join(f'{x:.3f}' for x in multi['sync_share_per_rank'])}", flush=True)
+    print(f"      iteration {iteration_s:.3f} s ({multi['policy_version']} in {multi['train_seconds']:.1f} s), "
+          f"sync per iteration per node {', '.join(f'{x:.3f}' for x in sync_s)} s", flush=True)
     shutil.rmtree(obj.run_dir, ignore_errors=True)
     print(json.dumps(dict(nodes=n, train_fps=multi["fps"], per_node_fps=[round(x, 1) for x in per_node],
                           sync_share=multi["sync_share_per_rank"], single_node_train_fps=single["fps"],
-                          scaling=round(multi["fps"] / single["fps"], 3))), flush=True)
+                          scaling=round(multi["fps"] / single["fps"], 3), iteration_s=round(iteration_s, 4),
+                          sync_s_per_iteration=[round(x, 4) for x in sync_s])), flush=True)
 
 
 if __name__ == "__main__":

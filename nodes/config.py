@@ -117,6 +117,10 @@ class AlgoConfig:
     # constant | linear: lr x (1 - env frames / train.max_env_frames), to 0 at the run's end (Sample
     # Factory's linear_decay, of its MuJoCo and Atari examples); PBT's lr is the one scaled
     lr_schedule: str = "constant"
+    # none | sqrt | linear: the lr x (nodes in the world)^(0 | 1/2 | 1), followed through elastic
+    # changes. N nodes average N nodes' batches in every update, so at one lr they take N times
+    # fewer steps per frame (docs/several-nodes.md#batch-size-and-learning-rate)
+    lr_scaling: str = "none"
     gamma: float = 0.99  # discount factor
     # V-trace targets (the Sample Factory paper's APPO); off: GAE (gae_lambda) on the behaviour
     # values, as Sample Factory 2 runs VizDoom. GAE by default: with the policy lag near 1.5 and
@@ -208,6 +212,12 @@ class SyncConfig:
     # gradient x samples is summed in bfloat16, about 3 significant digits; the sample count, the
     # running norms' moments and the flags stay fp32, in a second, small all-reduce)
     grad_dtype: str = "fp32"
+    # true: sampler.batch_size is the whole world's batch, each of the launch's `nodes` nodes
+    # learning on its share (whole rollouts, at least one; the async sampler's batch: rounds are one
+    # round of every env), so N nodes take about as many steps per frame as one node, at N times
+    # the all-reduces per frame. false: each node's batch is batch_size, and N nodes need more
+    # frames to a score (docs/several-nodes.md#batch-size-and-learning-rate)
+    global_batch: bool = True
     # 0: a free port (the local spawner's; in a Slurm step, the one rank 0 publishes in the run dir)
     master_port: int = 0
     # Elastic membership (sync/rendezvous.py): a lost node costs the others one re-formed world,
@@ -396,6 +406,16 @@ def slots_per_batch(s: Any) -> int:
     """Trajectories per learner batch: batch_size / rollout, or one per env in rounds."""
     assert s.num_workers != "auto", "num_workers=auto is resolved where the rank starts (nodes.placement)"
     return s.num_workers * s.envs_per_worker if in_rounds(s) else s.batch_size // s.rollout
+
+
+def node_batch_size(s: Any, nodes: int, global_batch: bool) -> int:
+    """A node's learner batch: sampler.batch_size, or with sync.global_batch its share of it over
+    the launch's `nodes`, in whole rollouts and at least one (beyond batch_size / rollout nodes the
+    world's batch grows: one rollout per node). Rounds (sync, deterministic) batch one round of
+    every env: no share."""
+    if not global_batch or nodes <= 1 or in_rounds(s):
+        return s.batch_size
+    return max(1, s.batch_size // nodes // s.rollout) * s.rollout
 
 
 def num_slots(s: Any, members: int = 1) -> int:

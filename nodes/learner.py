@@ -23,6 +23,7 @@ from nodes.adam import Adam
 from nodes.models import RunningNorm, autocast, batch_moments, fold_moments
 from nodes.peers import Solo
 from nodes.profile import LEARNER, Clock
+from nodes.validate import LR_SCALING
 
 FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER, OBS_NORM, STATS = (
     LEARNER.index(p) for p in ("forward", "loss", "backward", "allreduce", "optimizer", "obs_norm", "stats"))
@@ -215,12 +216,17 @@ class Learner:
         self._set_lr(lr * self.lr_scale)
         self.cfg.entropy_coeff = entropy_coeff
 
-    def schedule_lr(self, progress: float) -> None:
+    def schedule_lr(self, progress: float, nodes: int = 1) -> None:
         """algo.lr_schedule at `progress` (the run's env frames / train.max_env_frames, equal on every
-        rank): linear scales the lr by 1 - progress; constant leaves it (a resumed run's saved lr too)."""
-        if self.cfg.lr_schedule == "linear":
-            self.lr_scale = max(0.0, 1.0 - progress)
-            self._set_lr(self.base_lr * self.lr_scale)
+        rank) times algo.lr_scaling's factor for `nodes` in the world: linear decay scales the lr
+        by 1 - progress, lr_scaling by nodes ** (0, 1/2, 1); a factor of 1 that was 1 before leaves
+        the lr alone (a resumed run's saved lr too)."""
+        c = self.cfg
+        decay = max(0.0, 1.0 - progress) if c.lr_schedule == "linear" else 1.0
+        scale = decay * nodes ** LR_SCALING[c.lr_scaling]
+        if scale != self.lr_scale:
+            self.lr_scale = scale
+            self._set_lr(self.base_lr * scale)
 
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nodes.config import slots_per_batch
+from nodes.config import node_batch_size, slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
 from nodes.evaluation import Evaluation
@@ -81,6 +81,8 @@ class Node:
         self.rank, self.world = self.peers.rank, self.peers.world_size
         self.placement = placement or here(cfg, solo=self.world == 1)
         apply(cfg, self.placement)
+        # sync.global_batch: this node learns on its share of the world's batch (cfg is this rank's own copy)
+        cfg.sampler.batch_size = node_batch_size(cfg.sampler, cfg.nodes, cfg.sync.global_batch)
         if cfg.sampler.mode == "deterministic":
             deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)
@@ -155,7 +157,7 @@ class Node:
         batches, partial = self.sampler.wait(self.peers, tick, min_slots, self.idle)
         progress = st.stats.env_frames / cfg.train.max_env_frames if cfg.train.max_env_frames else 0.0
         for learner in self.members.learners:
-            learner.schedule_lr(progress)
+            learner.schedule_lr(progress, self.world)
         self.trains = self.sampler.learn(batches, self._stop_vote())
         train = merge_trains(self.trains)
         local = sum(b.valid_samples for b in batches if b is not None)

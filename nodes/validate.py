@@ -21,6 +21,7 @@ ASSIGNMENTS = ("fixed", "episode")
 PBT_OBJECTIVES = ("reward", "true_objective", "win")
 PBT_MUTABLE = ("lr", "entropy_coeff", "shaping")
 EXPLORATION_LOSSES = ("entropy", "symmetric_kl")
+LR_SCALING = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}  # algo.lr_scaling: the lr x nodes ** exponent
 LOGGERS = ("tensorboard", "wandb")
 WANDB_MODES = ("", "online", "offline", "disabled")
 
@@ -58,6 +59,7 @@ def validate(cfg: Any) -> None:
          "rollout short depends on timing, so it is not reproducible)")
     need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
     need(a.lr_schedule in ("constant", "linear"), f"algo.lr_schedule must be constant or linear, got '{a.lr_schedule}'")
+    need(a.lr_scaling in LR_SCALING, f"algo.lr_scaling must be one of {', '.join(LR_SCALING)}, got '{a.lr_scaling}'")
     need(a.lr_schedule != "linear" or cfg.train.max_env_frames > 0,
          "algo.lr_schedule=linear decays the lr to 0 at train.max_env_frames: set it (> 0)")
     need(0 < a.gamma <= 1, f"algo.gamma must be in (0, 1], got {a.gamma}")

@@ -101,6 +101,9 @@ def test_bench_nodes_reports_total_per_node_and_sync_share(tmp_path):
     assert abs(sum(result["per_node_fps"]) - result["train_fps"]) / result["train_fps"] < 0.05
     assert all(0 <= s < 1 for s in result["sync_share"])
     assert abs(result["scaling"] - result["train_fps"] / result["single_node_train_fps"]) < 1e-2
+    # each rank's sync per iteration is its share of one iteration: positive, and less than the iteration
+    assert result["iteration_s"] > 0 and len(result["sync_s_per_iteration"]) == 2
+    assert all(0 < s < result["iteration_s"] for s in result["sync_s_per_iteration"])
 
 
 def test_sigterm_stops_the_bench_with_one_line(tmp_path):

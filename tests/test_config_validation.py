@@ -13,6 +13,7 @@ CASES = [
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
     (["sync.grad_dtype=fp16"], "sync.grad_dtype must be fp32 or bf16, got 'fp16'"),
     (["algo.lr_schedule=cosine"], "algo.lr_schedule must be constant or linear, got 'cosine'"),
+    (["algo.lr_scaling=square"], "algo.lr_scaling must be one of none, sqrt, linear, got 'square'"),
     (["algo.lr_schedule=linear", "train.max_env_frames=0"],
      "algo.lr_schedule=linear decays the lr to 0 at train.max_env_frames: set it (> 0)"),
     (["algo.value_clip=-0.2"], "algo.value_clip must be >= 0 (0: off), got -0.2"),

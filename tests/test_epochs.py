@@ -6,6 +6,7 @@ import torch
 from helpers import compose
 
 from nodes.buffers import SlotBatch
+from nodes.config import node_batch_size
 from nodes.envs import EnvSpec
 from nodes.learner import Learner
 from nodes.models import ActorCritic
@@ -92,3 +93,27 @@ def test_a_linear_lr_schedule_scales_the_lr_pbt_sets_and_constant_leaves_it():
     const.optimizer.param_groups[0]["lr"] = 5e-5  # as a resumed checkpoint leaves it
     const.schedule_lr(0.5)
     assert const.lr == 5e-5
+
+
+@pytest.mark.parametrize("scaling, factors", [("linear", (4.0, 2.0)), ("sqrt", (2.0, 2 ** 0.5)), ("none", (1.0, 1.0))])
+def test_lr_scaling_follows_the_nodes_in_the_world_and_the_schedule(scaling, factors):
+    cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", "algo.lr=0.001", f"algo.lr_scaling={scaling}",
+                  "algo.lr_schedule=linear", "train.max_env_frames=1000")
+    learner = Learner(ActorCritic(SPEC, cfg.model), cfg.algo)
+    learner.schedule_lr(0.0, nodes=4)
+    assert learner.lr == pytest.approx(0.001 * factors[0])
+    learner.schedule_lr(0.5, nodes=2)  # a node left, and the decay is half way
+    assert learner.lr == pytest.approx(0.001 * factors[1] * 0.5)
+    learner.set_hyper(0.002, 0.01)  # PBT's lr is the one scaled
+    assert learner.lr == pytest.approx(0.002 * factors[1] * 0.5)
+    learner.schedule_lr(0.0, nodes=1)  # alone again, at the start: the lr itself
+    assert learner.lr == pytest.approx(0.002)
+
+
+def test_a_global_batch_is_split_into_whole_rollouts_over_the_launched_nodes():
+    s = compose("sampler.batch_size=1024", "sampler.rollout=32").sampler
+    assert node_batch_size(s, 1, True) == 1024 and node_batch_size(s, 4, False) == 1024
+    assert node_batch_size(s, 4, True) == 256 and node_batch_size(s, 3, True) == 320  # 341 -> 10 rollouts
+    assert node_batch_size(s, 64, True) == 32  # 16 samples: one rollout each, at least
+    s.mode = "sync"  # a round of every env: no share
+    assert node_batch_size(s, 4, True) == 1024

@@ -43,6 +43,11 @@ def test_two_nodes_end_with_identical_parameters_that_moved(run_dir):
     # rows are gathered every sync.stats_every iterations and after the last, each holding its
     # rank's totals: every sample trained on is in them
     assert sum(s["samples_per_rank"]) * compose(*TWO_GYM).env.frameskip == s["env_frames"]
+    # sync.global_batch (the default): each node learns on 64 of the 128 samples, so a version costs
+    # the world at most 128 samples (a straggler's partial batch only fewer)
+    for log in ("train.log", "train_rank1.log"):
+        assert re.search(r"training: .* batch 64, rollout 16", open(os.path.join(run_dir, log)).read())
+    assert s["policy_version"] >= sum(s["samples_per_rank"]) / 128
 
 
 def test_one_ranks_signal_stops_both_after_the_same_iteration(run_dir):
