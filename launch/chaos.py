@@ -2,8 +2,9 @@
 
 A training run of `nodes` elastic nodes on emulated hosts (launch.hosts: each node in a network
 namespace of its own, links shaped to launcher.link), plus one spare host, and for bench.chaos_s
-seconds a fault at random times (one every bench.chaos_every_s on average, `seed` seeds the
-draw), each kind in turn from a shuffled bag:
+seconds from the moment the world first formed (its rank 0 logged it; a start-up slowed by a busy
+machine does not eat into the window) a fault at random times (one every bench.chaos_every_s on
+average, `seed` seeds the draw), each kind in turn from a shuffled bag:
 
 - kill: SIGKILL of a node that is not the store's host;
 - kill_store: SIGKILL of the node hosting the generation's store (its rank 0, the writer);
@@ -171,6 +172,35 @@ class Fleet:
         self.net.set_link(host.index, up)
 
 
+@dataclass
+class FaultClock:
+    """When the next fault is due, in seconds since the world first formed (its rank 0 logged it),
+    so that a start-up slowed by a busy machine does not eat into the window."""
+
+    window_s: float
+    every_s: float
+    rng: random.Random
+    formed: float | None = None  # fleet.now() at the world's first formation
+    next_at: float = 0.0
+    now: float = -1.0
+
+    def __post_init__(self):
+        self.next_at = self.rng.uniform(0.5, 1.5) * self.every_s
+
+    def due(self, fleet: Fleet) -> bool:
+        if self.formed is None and fleet.store_host() is not None:
+            self.formed = fleet.now()
+            log.info("the world formed at %.0f s: the fault window starts", self.formed)
+        self.now = fleet.now() - self.formed if self.formed is not None else -1.0
+        return self.next_at <= self.now < self.window_s and bool(fleet.live())
+
+    def draw_next(self) -> None:
+        self.next_at = self.now + self.rng.uniform(0.5, 1.5) * self.every_s
+
+    def overdue(self, fleet: Fleet) -> bool:
+        return fleet.now() > (self.formed or 0.0) + self.window_s + END_S
+
+
 def choose(kind: str, fleet: Fleet, rng: random.Random) -> tuple[str, Host | None]:
     """The fault to inject and its host: `kind` on a healthy node (kill and cut: not the store's
     host), or a join where it would leave fewer than 2 healthy nodes; ("skip", None) when neither
@@ -221,12 +251,12 @@ def soak(obj) -> dict:
         fleet.start_world(obj.nodes)
         log.info("chaos soak: %d nodes on hosts 0..%d (host %d spare), faults for %.0f s, one every ~%.0f s",
                  obj.nodes, obj.nodes - 1, obj.nodes, b.chaos_s, b.chaos_every_s)
-        next_at = rng.uniform(0.5, 1.5) * b.chaos_every_s
+        clock = FaultClock(b.chaos_s, b.chaos_every_s, rng)
         try:
             while fleet.live() or fleet.mends:
                 fleet.reap()
                 fleet.mend_due()
-                if fleet.now() >= next_at and fleet.now() < b.chaos_s and fleet.live():
+                if clock.due(fleet):
                     bag = bag or rng.sample(FAULTS, len(FAULTS))
                     kind, host = choose(bag.pop(), fleet, rng)
                     if host is not None:
@@ -234,8 +264,8 @@ def soak(obj) -> dict:
                     else:
                         log.info("fault at %.0f s: %s cannot be done now (too few healthy nodes or no free host)",
                                  fleet.now(), kind)
-                    next_at = fleet.now() + rng.uniform(0.5, 1.5) * b.chaos_every_s
-                if fleet.now() > b.chaos_s + END_S:
+                    clock.draw_next()
+                if clock.overdue(fleet):
                     log.error("the run did not finish %.0f s after the fault window: stopping it", END_S)
                     for h in fleet.live():
                         fleet.signal(h, signal.SIGKILL)

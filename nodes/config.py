@@ -289,7 +289,7 @@ class BenchConfig:
     # sampled every 10 s, and its growth after the warm-up (bench.soak_s=1800: 30 minutes)
     soak_s: float = 0.0
     # launch.chaos (the chaos soak, nodes=3 launcher=hosts): faults are injected for chaos_s seconds
-    # of the run (then it trains on to train.max_env_frames)
+    # from the world's first formation (then it trains on to train.max_env_frames)
     chaos_s: float = 1800.0
     chaos_every_s: float = 120.0  # launch.chaos: mean gap between faults (each uniform in 0.5x to 1.5x of it)
     # launch.scaling (the cluster on paper): all-reduces are timed in gloo groups of these many local ranks
