@@ -100,7 +100,9 @@ class SamplerConfig:
 @dataclass
 class ModelConfig:
     name: str = "simplified"  # the conf/model/ option
-    encoder: str = "auto"  # auto: conv for image observations, mlp for vectors | conv | impala | mlp
+    # auto: conv for image observations, mlp for vectors | conv (Sample Factory's simplified stack,
+    # 32-64-128, ELU) | nature (DQN's 32-64-64 3x3/1, ReLU: Sample Factory 2's Atari encoder) | impala | mlp
+    encoder: str = "auto"
     fc_size: int = 512  # width of the fully connected layers after the encoder
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
     # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)

@@ -5,6 +5,7 @@ conf/model/ selects them (every shape comes from the env spec, none is hand-set)
   8x8/4, 64 4x4/2, 128 3x3/2 (ELU), fc 512 (ELU), GRU 512, linear actor and critic heads;
 - full: the same plus a measurements MLP (game variables) joined before the core;
 - impala: the IMPALA ResNet encoder with an LSTM core;
+- model.encoder=nature: DQN's conv stack with ReLU (Sample Factory 2's Atari encoder);
 - vector observations get a two-layer MLP encoder (encoder=auto picks it).
 Multi-head actions (a tuple of discrete heads) are L independent linear heads over one output;
 continuous actions (a Box) are Gaussian: D means from the same linear layer, a learned
@@ -104,23 +105,33 @@ def fold_all(updates: list[tuple[RunningNorm, torch.Tensor]], all_sum=None) -> N
 
 
 class ConvEncoder(nn.Module):
-    """The "simplified" encoder of Sample Factory (Petrenko et al. 2020): 3 convolutions + fully
-    connected layers (fc_layers of fc_size)."""
+    """The "simplified" encoder of Sample Factory (Petrenko et al. 2020): 3 convolutions (32 8x8/4,
+    64 4x4/2, 128 3x3/2, ELU) + fully connected layers (fc_layers of fc_size)."""
+
+    LAYERS = ((32, 8, 4), (64, 4, 2), (128, 3, 2))  # (channels, kernel, stride)
+    ACTIVATION = nn.ELU
 
     def __init__(self, obs_shape, fc_size: int, fc_layers: int = 1):
         super().__init__()
-        c = obs_shape[0]
-        # ELU in place (its backward needs only its output): no second 70 MB activation per layer
-        self.conv = nn.Sequential(
-            nn.Conv2d(c, 32, 8, stride=4), nn.ELU(inplace=True),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ELU(inplace=True),
-            nn.Conv2d(64, 128, 3, stride=2), nn.ELU(inplace=True),
-            nn.Flatten(),
-        )
-        self.fc = _fc_stack(_flat_size(self.conv, obs_shape), fc_size, fc_layers, lambda: nn.ELU(inplace=True))
+        layers, c = [], obs_shape[0]
+        for out, kernel, stride in self.LAYERS:
+            # in place (ELU's and ReLU's backward need only the output): no second 70 MB activation per layer
+            layers += [nn.Conv2d(c, out, kernel, stride=stride), self.ACTIVATION(inplace=True)]
+            c = out
+        self.conv = nn.Sequential(*layers, nn.Flatten())
+        self.fc = _fc_stack(_flat_size(self.conv, obs_shape), fc_size, fc_layers, lambda: self.ACTIVATION(inplace=True))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.fc(self.conv(obs))
+
+
+class NatureEncoder(ConvEncoder):
+    """DQN's conv stack (Mnih et al. 2015: 32 8x8/4, 64 4x4/2, 64 3x3/1) with ReLU, then the fc
+    layers: Sample Factory 2's Atari encoder (convnet_atari, nonlinearity relu). On 84x84 frames
+    its last map is 7x7 (3,136 features) against the simplified stack's 4x4 (2,048)."""
+
+    LAYERS = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
+    ACTIVATION = nn.ReLU
 
 
 class _Residual(nn.Module):
@@ -160,7 +171,7 @@ class MLPEncoder(nn.Module):
         return self.net(obs)
 
 
-ENCODERS = {"conv": ConvEncoder, "impala": ImpalaEncoder, "mlp": MLPEncoder}
+ENCODERS = {"conv": ConvEncoder, "nature": NatureEncoder, "impala": ImpalaEncoder, "mlp": MLPEncoder}
 IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (ActorCritic.update_norms)
 MEAS_SIZE = 128  # width of the measurements MLP of the "full" model
 

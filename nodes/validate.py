@@ -85,8 +85,8 @@ def validate(cfg: Any) -> None:
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
     need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")
     need(m.fc_layers >= 1, f"model.fc_layers must be >= 1, got {m.fc_layers}")
-    need(m.encoder in ("auto", "conv", "impala", "mlp"),
-         f"model.encoder must be auto, conv, impala or mlp, got '{m.encoder}'")
+    need(m.encoder in ("auto", "conv", "nature", "impala", "mlp"),
+         f"model.encoder must be auto, conv, nature, impala or mlp, got '{m.encoder}'")
     need(not e.measurements or e.family == "doom",
          f"env.measurements=true is a VizDoom option; env family '{e.family}' has no game variables")
     need(not m.measurements or e.measurements,

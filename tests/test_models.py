@@ -65,6 +65,24 @@ def test_fc_layers_stack_after_the_conv_encoder_and_one_keeps_the_old_checkpoint
     assert logits.shape == (3, sum(spec.action_heads)) and torch.isfinite(value).all()
 
 
+def test_nature_encoder_is_dqns_conv_stack_with_relu_and_the_simplified_keys():
+    """model.encoder=nature: 32 8x8/4, 64 4x4/2, 64 3x3/1 with ReLU (a 7x7x64 map on Atari's 84x84),
+    under the same parameter names as the simplified stack; the default conv stays 32-64-128 ELU."""
+    torch.manual_seed(0)
+    nature, simple = (ActorCritic(ATARI, model_cfg("convnet", encoder=e)) for e in ("nature", "conv"))
+    convs = [[(m.out_channels, m.kernel_size[0], m.stride[0]) for m in model.encoder.conv
+              if isinstance(m, torch.nn.Conv2d)] for model in (nature, simple)]
+    assert convs == [[(32, 8, 4), (64, 4, 2), (64, 3, 1)], [(32, 8, 4), (64, 4, 2), (128, 3, 2)]]
+    assert nature.encoder.fc[0].in_features == 64 * 7 * 7 and simple.encoder.fc[0].in_features == 128 * 4 * 4
+    acts = [{type(m) for m in model.encoder.modules() if isinstance(m, (torch.nn.ReLU, torch.nn.ELU))}
+            for model in (nature, simple)]
+    assert acts == [{torch.nn.ReLU}, {torch.nn.ELU}]
+    assert nature.state_dict().keys() == simple.state_dict().keys()
+    obs, meas = inputs(ATARI, 3)
+    logits, value, _ = nature.step(obs, meas, torch.zeros(3, nature.state_size))
+    assert logits.shape == (3, 4) and torch.isfinite(value).all()
+
+
 @pytest.mark.parametrize("core,pixels", [("gru", False), ("lstm", False), ("gru", True)])
 def test_unroll_equals_step_by_step(core, pixels):
     """The learner's BPTT sees exactly the behaviour policy's outputs (recurrent state reset at
