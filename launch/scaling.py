@@ -45,6 +45,7 @@ import os
 import shutil
 import signal
 import sys
+from collections.abc import Callable
 
 import hydra
 
@@ -55,7 +56,7 @@ from launch.exits import tool_failed
 from launch.overrides import check_command, refuse
 from launch.scaling_harness import allreduce_sizes, batch_shape, measure_allreduce, measure_learner
 from launch.scaling_model import NODES, fit_ring, link_beta, predict, ring_allreduce_s
-from nodes.config import in_rounds
+from nodes.config import in_rounds, node_batch_size
 from nodes.errors import ConfigError, Stopped, need
 
 
@@ -114,6 +115,7 @@ def scaling(obj) -> None:
     report.print_header(obj, ranks, n, t, cores, load)
     lf = measure_learner(obj)
     report.print_learner(lf)
+    node_batch, cpu_at = split_batches(obj, n * t, lf.iteration_s)
     sizes = allreduce_sizes(lf.traffic.grad_bytes // 4)  # the whole buffer the nodes all-reduce
     measured = measure_allreduce(ranks, [f for _, f in sizes], b.scaling_repeats, obj.sync)
     points = [(p, 4 * f, sec) for p in ranks for (_, f), sec in zip(sizes, measured[p])]
@@ -122,13 +124,33 @@ def scaling(obj) -> None:
     fit = fit_ring([x for x in points if x[0] <= cores] or points)
     alone = {p: fit_ring([x for x in points if x[0] == p]).alpha_s for p in ranks} if len(ranks) > 1 else {}
     report.print_allreduce(ranks, sizes, measured, fit, alone, b.scaling_repeats, cores)
-    report.print_model(lf, fit, b.gpu_iteration_s)
-    rows = predict({"cpu": lf.iteration_s, "gpu": b.gpu_iteration_s}, lf.traffic, fit.alpha_s)
+    report.print_model(lf, fit, b.gpu_iteration_s, split=len(cpu_at) > 1)
+    rows = predict({"cpu": cpu_at.__getitem__, "gpu": lambda samples: b.gpu_iteration_s * samples / (n * t)},
+                   lf.traffic, fit.alpha_s, node_batch)
     report.print_predicted(rows)
     links = [on_link(link, ranks, sizes, b.scaling_repeats, obj.sync, fit) for link in b.scaling_links]
     for link in links:
         report.print_link(link)
-    report.print_result(load, cores, lf, points, fit, alone, b.gpu_iteration_s, rows, links)
+    report.print_result(load, cores, lf, points, fit, alone, b.gpu_iteration_s, rows, links, cpu_at)
+
+
+def split_batches(obj, batch: int, iteration_s: float) -> tuple[Callable[[int], int], dict[int, float]]:
+    """Each node's batch in samples on p nodes, and the CPU learner's iteration at each of those
+    batches (measured here, the configured one's given). With sync.global_batch (the default, and
+    not in rounds) a node learns on its share of the world's batch (nodes.config.node_batch_size):
+    one learner measurement more for each share the predicted node counts give."""
+    if obj.sync.global_batch and not in_rounds(obj.sampler):
+        def node_batch(p: int) -> int:
+            return node_batch_size(obj.sampler, p, True)
+    else:
+        def node_batch(p: int) -> int:
+            return batch
+    iterations = {batch: iteration_s}
+    for samples in sorted({node_batch(p) for p in NODES} - set(iterations), reverse=True):
+        lf = measure_learner(obj, samples // obj.sampler.rollout)
+        report.print_learner(lf)
+        iterations[samples] = lf.iteration_s
+    return node_batch, iterations
 
 
 def on_link(link: str, ranks: list[int], sizes: list[tuple[str, int]], repeats: int, sync_cfg, fit) -> dict:

@@ -82,7 +82,9 @@ class LearnerFigures:
     traffic: Traffic
 
 
-def measure_learner(cfg) -> LearnerFigures:
+def measure_learner(cfg, trajectories: int | None = None) -> LearnerFigures:
+    """One learner iteration on this CPU at the configured batch shape, or with `trajectories`
+    rollouts (a node's share of the world's batch, sync.global_batch)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -99,6 +101,7 @@ def measure_learner(cfg) -> LearnerFigures:
     model = ActorCritic(spec, cfg.model)
     learner = Learner(model, cfg.algo, precision=choose_precision(cfg.train.precision, ["cpu"], has_fast_bf16))
     n, t = batch_shape(cfg)
+    n = trajectories or n
     batch = synthetic_batch(spec, model.state_size, n, t, cfg.seed)
     for _ in range(WARMUP):
         learner.train_step(batch)

@@ -13,7 +13,8 @@ latency and bandwidth terms, where alpha = the software latency (gloo's, fitted;
 for the gradient on GPU rows) + LINK_LATENCY_S of the link, and beta = 8 / (link bits per s). The
 gradient all-reduce follows the backward (never overlapped with it), so sync share = sync /
 (iteration + sync) and efficiency = iteration / (iteration + sync), as if the learner were the
-node's bottleneck.
+node's bottleneck. With sync.global_batch (the default) each node learns on its share of the
+world's batch (`node_batch`): more nodes, a shorter iteration, a larger sync share.
 
 The ring's latency term grows linearly in the nodes; NCCL uses trees at that scale, so at 256 nodes
 this model is pessimistic for latency.
@@ -21,7 +22,7 @@ this model is pessimistic for latency.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 NODES = (8, 64, 256)
@@ -110,23 +111,35 @@ def sync_times(p: int, traffic: Traffic, alpha: float, beta: float, gather_alpha
     return grad, small
 
 
-def predict(iterations: Mapping[str, float], traffic: Traffic, software_alpha_s: float,
-            nodes: Sequence[int] = NODES, links_gbps: Sequence[float] = LINKS_GBPS,
-            link_latency_s: Mapping[float, float] = LINK_LATENCY_S, nccl_alpha_s: float = NCCL_STEP_LATENCY_S
-            ) -> list[dict]:
+def predict(iterations: Mapping[str, float | Callable[[int], float]], traffic: Traffic, software_alpha_s: float,
+            node_batch: Callable[[int], int] | None = None, nodes: Sequence[int] = NODES,
+            links_gbps: Sequence[float] = LINKS_GBPS, link_latency_s: Mapping[float, float] = LINK_LATENCY_S,
+            nccl_alpha_s: float = NCCL_STEP_LATENCY_S) -> list[dict]:
     """One row per (device, nodes, link): the iteration (seconds, by device name), the sync that
     follows it and what it costs. alpha = the software's latency per step (gloo's, measured:
     software_alpha_s; on "gpu" rows NCCL's, assumed: nccl_alpha_s, while the all-gathers stay on
-    gloo) + the link's latency; beta = the link's."""
+    gloo) + the link's latency; beta = the link's.
+
+    node_batch(p): each node's batch in samples on p nodes (sync.global_batch splits the world's
+    batch over the nodes; None: every node learns on the same batch at any p). An iteration is then
+    a function of that batch (a float: the same at every batch), and the speed-up compares samples
+    per second: p x node_batch(p) / (iteration + sync) against one node's node_batch(1) / iteration."""
+    batch = node_batch or (lambda p: 1)
     rows = []
-    for device, iteration in iterations.items():
+    for device, at in iterations.items():
+        at_batch = at if callable(at) else (lambda samples, s=at: s)
+        one = batch(1) / at_batch(batch(1))  # one node's samples per second
         for p in nodes:
+            samples = batch(p)
+            iteration = at_batch(samples)
             for gbps in links_gbps:
                 gloo_alpha = software_alpha_s + link_latency_s[gbps]
                 alpha = nccl_alpha_s + link_latency_s[gbps] if device == "gpu" else gloo_alpha
                 grad, small = sync_times(p, traffic, alpha, link_beta(gbps), gather_alpha=gloo_alpha)
                 sync = grad + small
-                rows.append(dict(device=device, iteration_s=iteration, nodes=p, link_gbps=gbps, alpha_s=alpha,
-                                 allreduce_s=grad, small_s=small, sync_s=sync, sync_share=sync / (iteration + sync),
-                                 efficiency=iteration / (iteration + sync), speedup=p * iteration / (iteration + sync)))
+                rows.append(dict(device=device, iteration_s=iteration, node_batch=node_batch and samples, nodes=p,
+                                 link_gbps=gbps,
+                                 alpha_s=alpha, allreduce_s=grad, small_s=small, sync_s=sync,
+                                 sync_share=sync / (iteration + sync), efficiency=iteration / (iteration + sync),
+                                 speedup=p * samples / (iteration + sync) / one))
     return rows

@@ -38,7 +38,8 @@ def print_header(obj, ranks: list[int], n: int, t: int, cores: int, load: float)
 
 
 def print_learner(lf: LearnerFigures) -> None:
-    print(f"  learner: {lf.iteration_s * 1e3:.1f} ms per iteration on this CPU ({lf.threads} threads; steps "
+    print(f"  learner, batch {lf.trajectories * lf.rollout}: {lf.iteration_s * 1e3:.1f} ms per iteration on this "
+          f"CPU ({lf.threads} threads; steps "
           f"{min(lf.steps_s) * 1e3:.1f} to {max(lf.steps_s) * 1e3:.1f} ms), {lf.flops / 1e9:.2f} GFLOP (matmuls "
           f"and convolutions, forward and backward), {lf.gradient_elements:,} gradient elements", flush=True)
 
@@ -68,9 +69,13 @@ def print_allreduce(ranks, sizes, measured, fit: RingFit, alone: dict[int, float
               "for a core")
 
 
-def print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float) -> None:
+def print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float, split: bool = False) -> None:
     """What each node sends, what is assumed, and what the model leaves out."""
     tr = lf.traffic
+    if split:
+        print("  sync.global_batch=true (the default): each node learns on its share of the world's batch "
+              "(the table's batch column), the CPU iteration measured at each share above; the GPU iteration "
+              "assumed proportional to the node's batch (the shortest it could be: the largest sync share)")
     print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)} (with the running-norm "
           f"moments); stats row {tr.stats_row_bytes} B per rank every "
           f"{tr.stats_every} iterations (all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} "
@@ -94,11 +99,11 @@ def print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float) -> Non
 
 def print_predicted(rows: list[dict]) -> None:
     print("  predicted per iteration:")
-    print(f"  {'iteration':<24}{'nodes':>6}{'link':>10}{'alpha':>10}{'sync':>11}{'share':>8}{'efficiency':>12}"
-          f"{'speed-up':>10}")
+    print(f"  {'iteration':<24}{'nodes':>6}{'batch':>7}{'link':>10}{'alpha':>10}{'sync':>11}{'share':>8}"
+          f"{'efficiency':>12}{'speed-up':>10}")
     for r in rows:
         what = f"{r['device']} {r['iteration_s'] * 1e3:.1f} ms ({'measured' if r['device'] == 'cpu' else 'assumed'})"
-        print(f"  {what:<24}{r['nodes']:>6}{r['link_gbps']:>5} Gb/s{r['alpha_s'] * 1e6:>7.1f} us"
+        print(f"  {what:<24}{r['nodes']:>6}{r['node_batch']:>7}{r['link_gbps']:>5} Gb/s{r['alpha_s'] * 1e6:>7.1f} us"
               f"{r['sync_s'] * 1e3:>8.2f} ms{r['sync_share']:>8.3f}{r['efficiency']:>12.3f}{r['speedup']:>10.1f}")
     sys.stdout.flush()
 
@@ -116,14 +121,16 @@ def print_link(link: dict) -> None:
 
 
 def print_result(load: float, cores: int, lf: LearnerFigures, points: list[tuple[int, int, float]], fit: RingFit,
-                 alone: dict[int, float], gpu_iteration_s: float, rows: list[dict], links: list[dict] = ()) -> None:
-    """The last line: every figure above as one JSON object."""
+                 alone: dict[int, float], gpu_iteration_s: float, rows: list[dict], links: list[dict] = (),
+                 cpu_at: dict[int, float] | None = None) -> None:
+    """The last line: every figure above as one JSON object (cpu_at: the CPU iteration by node batch)."""
     print(json.dumps(dict(
         load_average=round(load, 2), cores=cores,
         learner=dict(iteration_s=_sig(lf.iteration_s), steps_s=[_sig(x) for x in lf.steps_s], threads=lf.threads,
                      trajectories=lf.trajectories, rollout=lf.rollout, gradient_elements=lf.gradient_elements,
                      allreduce_bytes=lf.traffic.grad_bytes,
-                     flops=lf.flops),
+                     flops=lf.flops,
+                     iteration_s_by_batch={str(k): _sig(v) for k, v in sorted((cpu_at or {}).items())}),
         allreduce=[dict(ranks=p, bytes=nbytes, seconds=_sig(sec)) for p, nbytes, sec in points],
         fit=dict(alpha_us=_sig(fit.alpha_s * 1e6), beta_gbytes_per_s=_sig(fit.gbytes_per_s),
                  worst_rel_residual=_sig(fit.worst_rel_residual, 3),

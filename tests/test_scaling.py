@@ -77,6 +77,23 @@ def test_efficiency_falls_with_nodes_and_rises_with_bandwidth():
         assert table["gpu", p, g]["efficiency"] < table["cpu", p, g]["efficiency"]
 
 
+def test_with_the_split_each_node_learns_on_its_share_and_the_speedup_counts_samples():
+    """sync.global_batch: p nodes each learn on node_batch(p) samples; the iteration is the one at that
+    batch, and the speed-up is the world's samples per second over one node's at the whole batch."""
+    traffic = Traffic(grad_bytes=4 * 100_000, stats_row_bytes=64)
+    at = {1024: 0.8, 128: 0.15, 32: 0.06}.__getitem__
+    share = {1: 1024, 8: 128, 64: 32}.__getitem__
+    rows = predict({"cpu": at}, traffic, software_alpha_s=50e-6, node_batch=share, nodes=(8, 64), links_gbps=(10,))
+    whole = predict({"cpu": 0.8}, traffic, software_alpha_s=50e-6, nodes=(8, 64), links_gbps=(10,))
+    for r, w in zip(rows, whole):
+        assert r["node_batch"] == share(r["nodes"]) and r["iteration_s"] == at(r["node_batch"])
+        assert r["sync_s"] == w["sync_s"]  # the same gradient, whatever the batch
+        samples_per_s = r["nodes"] * r["node_batch"] / (r["iteration_s"] + r["sync_s"])
+        assert r["speedup"] == pytest.approx(samples_per_s / (1024 / 0.8))
+        assert r["sync_share"] > w["sync_share"] and r["speedup"] < w["speedup"]  # shorter iterations, same sync
+        assert w["node_batch"] is None and w["speedup"] == pytest.approx(w["nodes"] * w["efficiency"])
+
+
 def test_the_stats_gather_every_k_iterations_costs_a_kth_of_its_latency():
     """The all-gather's latency term grows with every rank: gathered every k-th iteration, the
     small collectives' time at 256 nodes falls by (k - 1) / k of the gather's share, nothing else moves."""
@@ -111,7 +128,14 @@ def test_a_short_real_run_prints_the_predicted_table(tmp_path):
     assert {m["bytes"] for m in measured} >= {64, learner["allreduce_bytes"]}
     assert result["fit"]["alpha_us"] >= 0 and result["fit"]["beta_gbytes_per_s"] > 0
     assert result["assumptions"]["gpu_iteration_s"] == 0.01
+    # sync.global_batch (the default): 8, 64 and 256 nodes each learn on one rollout of 32 (256 // p,
+    # at least one rollout), measured apart; the GPU iteration scaled to it (0.01 s at 256)
+    by_batch = learner["iteration_s_by_batch"]
+    assert set(by_batch) == {"256", "32"} and by_batch["256"] == learner["iteration_s"] and by_batch["32"] > 0
     predicted = result["predicted"]
+    assert {r["node_batch"] for r in predicted} == {32}
+    assert {r["iteration_s"] for r in predicted if r["device"] == "cpu"} == {by_batch["32"]}
+    assert {r["iteration_s"] for r in predicted if r["device"] == "gpu"} == {0.01 * 32 / 256}
     assert {(r["device"], r["nodes"], r["link_gbps"]) for r in predicted} == set(
         itertools.product(("cpu", "gpu"), NODES, LINKS_GBPS))
     assert all(0 < r["efficiency"] < 1 and r["sync_s"] > 0 for r in predicted)
