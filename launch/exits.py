@@ -52,6 +52,13 @@ def report(exc: BaseException) -> int:
     return 1
 
 
+def stop_signal(code: int) -> str | None:
+    """The name of the stop signal (SIGINT, SIGTERM) a node exit code says the node stopped on,
+    after its final checkpoint (`report`: 128 + signal); None for any other code."""
+    import signal
+    return next((signal.Signals(s).name for s in DEFAULT_STOP_SIGNALS if code == 128 + s), None)
+
+
 def tool_failed(tool: str, exc: BaseException) -> int:
     """A benchmark tool's end by an exception: the one-line report, and for a stop the line that
     says what stopped it; returns the exit code."""

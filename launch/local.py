@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from launch.exits import stop_signal
 from nodes.config import Config
 
 log = logging.getLogger("launch.local")
@@ -133,7 +134,10 @@ def _collect(procs: list[subprocess.Popen], codes: dict[int, int], elastic: bool
         if rank in codes or p.poll() is None:
             continue
         codes[rank] = p.returncode
-        if p.returncode != 0:
+        if stop_signal(p.returncode):  # Ctrl-C or SIGTERM, forwarded to every rank: a clean stop
+            log.info("node rank %d stopped on %s after its final checkpoint (exit code %d)", rank,
+                     stop_signal(p.returncode), p.returncode)
+        elif p.returncode != 0:
             log.error("node rank %d exited with code %d", rank, p.returncode)
         starts = starts or (p.returncode == 0) == elastic
     return starts
