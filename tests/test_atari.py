@@ -87,6 +87,30 @@ def test_a_lost_life_ends_the_trajectory_not_the_game(breakout):
     assert breakout.reset().shape == (4, 84, 84) and breakout.ale.lives() == 5
 
 
+def test_fire_reset_serves_the_ball_after_a_reset_and_every_lost_life():
+    """Breakout serves the ball on FIRE: standing still (no-ops), the game never loses a life
+    without env.fire_reset and plays through all five to game over with it."""
+    def noop_play(fire):
+        env = make_env(conf("atari_breakout", fire_reset=fire), seed=3)
+        try:
+            env.reset()
+            lost = 0
+            for step in range(3000):
+                obs, _, done, info = env.step(0)  # NOOP
+                if done and info.get("episode_end", True):
+                    return lost, step
+                if done:  # a life lost, served again: the game goes on
+                    assert obs.shape == (4, 84, 84) and env.ale.lives() == 4 - lost
+                    lost += 1
+            return lost, None
+        finally:
+            env.close()
+
+    assert noop_play(False) == (0, None)
+    lost, over_at = noop_play(True)
+    assert lost == 4 and over_at is not None, (lost, over_at)
+
+
 def test_training_reward_is_the_clipped_score():
     env = make_env(conf("atari_space_invaders"), seed=1)  # 5..30 points per alien
     env.reset()

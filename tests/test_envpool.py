@@ -117,6 +117,7 @@ def test_a_mujoco_run_through_envpool_trains_and_is_identical_whatever_the_layou
                          "use env.backend=python"),
     (["env=gym", "env.id=tests.envs:SignBandit-v0"], "EnvPool has no task 'tests.envs:SignBandit-v0'"),
     (["env=atari_pong", "env.noop_max=0"], "env.backend=envpool plays 1..env.noop_max no-ops"),
+    (["env=atari_breakout", "env.fire_reset=true"], "env.fire_reset=true is done by the python backend only"),
     (["env=mujoco_hopper", "env.frameskip=2"], "env.backend=envpool steps gym tasks with env.frameskip=1, got 2"),
 ])
 def test_what_envpool_cannot_run_is_refused_before_anything_starts(overrides, message):

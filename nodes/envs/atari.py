@@ -10,6 +10,8 @@ then driven through its ALEInterface directly (no per-frame observation copies):
   - env.episodic_life: a lost life returns done=True with info["episode_end"]=False (the game
     goes on, the score keeps adding up, the frame stack restarts from the current frame)
   - env.clip_rewards: info["train_reward"] = sign(reward); `reward` stays the game score
+  - env.fire_reset: FIRE for one agent step (env.frameskip frames, not counted as env frames) after
+    a game reset and after a lost life, in games whose minimal action set has FIRE
 Info dicts are shared constants, and the screen, resize and stack buffers are allocated once:
 the only per-step allocation is the returned observation (a copy the caller may keep).
 """
@@ -109,6 +111,7 @@ class AtariEnv:
         self.ale = self.env.unwrapped.ale
         self.actions = list(self.ale.getMinimalActionSet())
         self.noop = Action.NOOP
+        self.fire = Action.FIRE if env_cfg.fire_reset and Action.FIRE in self.actions else None
         self.rng = np.random.default_rng(seed)
         self.frameskip = env_cfg.frameskip
         self.noop_max = env_cfg.noop_max
@@ -164,26 +167,46 @@ class AtariEnv:
                 ale.act(self.noop)
                 if ale.game_over():
                     ale.reset_game()
+        if self.fire is not None:
+            self._repeat(self.fire)
+            if ale.game_over():  # a game lost while serving: start again, without the FIRE
+                ale.reset_game()
         self.lives = ale.lives()
         ale.getScreenGrayscale(self._screens[1])
         return self._push(self._screens[1], refill=True)
 
-    def step(self, action):
-        ale, a, skip = self.ale, self.actions[int(action)], self.frameskip
-        screens = self._screens
+    def _repeat(self, a) -> float:
+        """Action `a` for env.frameskip frames, or until the game is over; the last two frames
+        (the last one twice when the skip is 1) in self._screens; the reward."""
+        ale, skip, screens = self.ale, self.frameskip, self._screens
         reward = 0.0
         for i in range(skip):
             reward += ale.act(a)
             if ale.game_over():  # truncation (108k frames for v5 ids) included
-                return None, reward, True, (_CLIP[float(np.sign(reward))] if self.clip else NO_INFO)
+                return reward
             if i >= skip - 2:
                 ale.getScreenGrayscale(screens[i - skip + 2])
-        if skip >= 2:
+        return reward
+
+    def _frame(self) -> np.ndarray:
+        """The step's observation frame: the max of the last two (flicker removal)."""
+        screens = self._screens
+        if self.frameskip >= 2:
             np.maximum(screens[0], screens[1], out=screens[0])
-            frame = screens[0]
-        else:
-            frame = screens[1]
+            return screens[0]
+        return screens[1]
+
+    def step(self, action):
+        ale = self.ale
+        reward = self._repeat(self.actions[int(action)])
+        if ale.game_over():
+            return None, reward, True, (_CLIP[float(np.sign(reward))] if self.clip else NO_INFO)
         lives = ale.lives()
+        if self.fire is not None and lives < self.lives:  # serve again: the FIRE step's frames are the observation
+            reward += self._repeat(self.fire)
+            if ale.game_over():
+                return None, reward, True, (_CLIP[float(np.sign(reward))] if self.clip else NO_INFO)
+        frame = self._frame()
         life_lost = self.episodic_life and lives < self.lives
         self.lives = lives
         sign = float(np.sign(reward)) if self.clip and reward else 0.0

@@ -63,6 +63,8 @@ def check(env_cfg) -> None:
     if env_cfg.family == "atari" and env_cfg.noop_max < 1:
         raise ConfigError("env.backend=envpool plays 1..env.noop_max no-ops after every game reset: "
                           f"env.noop_max must be >= 1, got {env_cfg.noop_max}")
+    if env_cfg.family == "atari" and env_cfg.fire_reset:
+        raise ConfigError("env.fire_reset=true is done by the python backend only: use env.backend=python")
     if env_cfg.family == "gym" and env_cfg.frameskip != 1:
         raise ConfigError(f"env.backend=envpool steps gym tasks with env.frameskip=1, got {env_cfg.frameskip}")
 
