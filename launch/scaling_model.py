@@ -138,8 +138,7 @@ def predict(iterations: Mapping[str, float | Callable[[int], float]], traffic: T
                 grad, small = sync_times(p, traffic, alpha, link_beta(gbps), gather_alpha=gloo_alpha)
                 sync = grad + small
                 rows.append(dict(device=device, iteration_s=iteration, node_batch=node_batch and samples, nodes=p,
-                                 link_gbps=gbps,
-                                 alpha_s=alpha, allreduce_s=grad, small_s=small, sync_s=sync,
+                                 link_gbps=gbps, alpha_s=alpha, allreduce_s=grad, small_s=small, sync_s=sync,
                                  sync_share=sync / (iteration + sync), efficiency=iteration / (iteration + sync),
                                  speedup=p * samples / (iteration + sync) / one))
     return rows

@@ -176,8 +176,8 @@ class AtariEnv:
         return self._push(self._screens[1], refill=True)
 
     def _repeat(self, a) -> float:
-        """Action `a` for env.frameskip frames, or until the game is over; the last two frames
-        (the last one twice when the skip is 1) in self._screens; the reward."""
+        """Action `a` for env.frameskip frames, or until the game is over; the last two frames in
+        self._screens (a skip of 1: the one frame in self._screens[1]); the reward."""
         ale, skip, screens = self.ale, self.frameskip, self._screens
         reward = 0.0
         for i in range(skip):
