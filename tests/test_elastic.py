@@ -15,10 +15,6 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from nodes import checkpoint as ckpt
 
-# the two longest runs here learn on each node's whole batch (sync.global_batch=false): they test
-# membership, and the split's three times the all-reduces per frame made them 25 % slower; the other
-# tests keep the default split
-WHOLE_BATCHES = "sync.global_batch=false"
 THREE_GYM = ["nodes=3", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
              "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
              "sampler.batch_size=128", "train.status_every_s=1", "sync.check_every=5", "sync.timeout_s=30"]
@@ -94,7 +90,7 @@ def test_killed_node_is_dropped_and_a_late_node_joins(run_dir):
     # the join comes ~17 s after the kill, at ~23k frames on a busy 2-core VM (more on a quiet one):
     # 80k leaves the world of 3 a stretch of training after it
     target = 80_000
-    proc, out, pids = start(run_dir, f"train.max_env_frames={target}", WHOLE_BATCHES)
+    proc, out, pids = start(run_dir, f"train.max_env_frames={target}")
     os.kill(pids[1], signal.SIGKILL)
     killed = time.time()
     out.wait_for(r"world changed: 3 -> 2 nodes \(left \[1\]", 60)
@@ -119,7 +115,7 @@ def test_rank_0_killed_the_writer_moves_and_the_other_two_finish_identical(run_d
     """SIGKILL node 0 (rank 0: the generation's store host and the writer): nodes 1 and 2 go on;
     node 1 becomes rank 0 and writes the checkpoints, TensorBoard and summary."""
     target = 50_000  # killed at once: the survivors train (and checkpoint) for most of it
-    proc, out, pids = start(run_dir, f"train.max_env_frames={target}", "train.checkpoint_every_s=2", WHOLE_BATCHES)
+    proc, out, pids = start(run_dir, f"train.max_env_frames={target}", "train.checkpoint_every_s=2")
     os.kill(pids[0], signal.SIGKILL)
     killed = time.time()
     out.wait_for(r"world changed: 3 -> 2 nodes \(left \[0\]", 60)
