@@ -110,13 +110,13 @@ class Learner:
             return torch.zeros_like(entropy)
         return losses.exploration_term(losses.mean(losses.symmetric_kl_to_uniform(split), mask))
 
-    def device_step(self, batch, stop: bool = False,
-                    fold_norms: bool = True) -> tuple[torch.Tensor, int, bool, SyncTimer]:
+    def device_step(self, batch, vote: int = 0,
+                    fold_norms: bool = True) -> tuple[torch.Tensor, int, int, SyncTimer]:
         """The step without any host sync of its own: (the logged scalars as one device tensor, in
-        LOGGED order; the samples over all ranks; whether any rank voted `stop` (the vote rides
-        in the gradient all-reduce); the all-reduce's timer, read after the sync). fold_norms:
-        the batch's observation and return moments go into the running norms (a batch's later
-        epochs pass False: its samples are counted once)."""
+        LOGGED order; the samples over all ranks; the world's stop vote, this rank's `vote` among
+        them (nodes.peers.world_vote: it rides in the gradient all-reduce); the all-reduce's timer,
+        read after the sync). fold_norms: the batch's observation and return moments go into the
+        running norms (a batch's later epochs pass False: its samples are counted once)."""
         self.clock(FORWARD)
         batch = batch.to(self.device)
         if batch.num_samples:
@@ -136,7 +136,7 @@ class Learner:
         moments = batch_moments(updates) if updates else torch.zeros(0, device=self.device)
         self.clock(ALLREDUCE)
         timer = SyncTimer(self.device)
-        global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.valid_samples, stop, moments,
+        global_samples, stop_voted = self.peers.reduce_gradients(self.model, batch.valid_samples, vote, moments,
                                                                  member=self.member)
         timer.stop()
         self.clock(OPTIMIZER)
@@ -167,9 +167,10 @@ class Learner:
         zero = torch.zeros((), device=self.device)
         return dict(loss=zero, policy_loss=zero, value_loss=zero, entropy=zero, ratio_dev=zero, kl=zero)
 
-    def train_step(self, batch, stop: bool = False) -> dict[str, float]:
+    def train_step(self, batch, vote: int = 0) -> dict[str, float]:
         """One iteration on a batch: algo.epochs x algo.minibatches optimizer steps (one by
-        default); `stop`: this rank's vote to stop after it (stats["stop_voted"]: any rank's). An
+        default); `vote`: this rank's vote to stop after it (nodes.peers; stats["stop_voted"]: the
+        world's, 0 when none voted). An
         empty batch (a population member without trajectories here) only joins the all-reduces;
         with none on any rank there is no step (stats["global_samples"] 0, the version unchanged).
         The logged scalars are the steps' mean; global_samples counts the batch once."""
@@ -179,9 +180,9 @@ class Learner:
             lag = lag[torch.arange(lag.shape[1])[None, :] < batch.lengths[:, None]]
         if not lag.numel():
             lag = torch.zeros(1)
-        total, global_samples, stop_voted, timers = None, 0, False, []
+        total, global_samples, stop_voted, timers = None, 0, 0, []
         for epoch, part in self._passes(batch):
-            scalars, samples, voted, timer = self.device_step(part, stop, fold_norms=epoch == 0)
+            scalars, samples, voted, timer = self.device_step(part, vote, fold_norms=epoch == 0)
             total = scalars if total is None else total + scalars
             global_samples += samples if epoch == 0 else 0
             stop_voted, timers = stop_voted or voted, timers + [timer]

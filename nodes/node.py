@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from nodes.evaluation import Evaluation
 from nodes.members import Members
 from nodes.membership import Membership
 from nodes.models import deterministic_kernels
-from nodes.peers import Peers, Solo
+from nodes.peers import NO_SIGNAL, Peers, Solo
 from nodes.placement import Placement, apply, here, use_device
 from nodes.processes import ensure_fork_server
 from nodes.profile import LEARNER
@@ -143,10 +144,13 @@ class Node:
         t = self.cfg.train
         return bool(t.max_env_frames and self.stats.env_frames >= t.max_env_frames)
 
-    def _stop_vote(self) -> bool:
-        """This rank's own reasons to stop (a signal, its time limit): voted, since ranks differ."""
+    def _stop_vote(self) -> int:
+        """This rank's own reasons to stop, voted since ranks differ (nodes.peers): the signal it
+        received, NO_SIGNAL for its time limit, 0 for none."""
         t = self.cfg.train
-        return self.signals.received is not None or bool(t.max_seconds and self.stats.seconds >= t.max_seconds)
+        if self.signals.received is not None:
+            return self.signals.received
+        return NO_SIGNAL if t.max_seconds and self.stats.seconds >= t.max_seconds else 0
 
     def _iteration(self, min_slots: int) -> tuple[dict, bool, bool]:
         """One learner iteration, identical in its collective calls on every rank: (its figures,
@@ -170,7 +174,8 @@ class Node:
         self.totals.since_gather += 1
         train.update(version=st.progress, local_samples=local)
         st.stats.last_train = train
-        last = bool(train["stop_voted"]) or self._frames_done()
+        self.world_vote = int(train["stop_voted"])
+        last = bool(self.world_vote) or self._frames_done()
         # one node's "gather" is its own row, free: every iteration, so its curves keep every point
         gathered = last or self.world == 1 or tick % cfg.sync.stats_every == 0  # equal on every rank
         if gathered:
@@ -206,7 +211,8 @@ class Node:
                  s.batch_size, s.rollout, t.precision, f", rank {self.rank} of {self.world}" if self.world > 1 else "")
         # a vote (a signal during start-up included) rides in the first all-reduce: only the frame
         # budget, the same on every rank, may end the run before it
-        stop = self._frames_done() if self.signals.vote else self._stop_vote() or self._frames_done()
+        stop = self._frames_done() if self.signals.vote else bool(self._stop_vote()) or self._frames_done()
+        self.world_vote = 0
         while not stop:
             try:
                 train, stop, gathered = self._iteration(min_slots)
@@ -231,8 +237,12 @@ class Node:
             if not stop and self.peers.changes_pending():  # a node waits to join: every rank knows
                 self.membership.regroup([])
         self.signals.vote = False
-        if self.signals.received is not None:
-            raise Stopped(self.signals.received)
+        # the world stopped on a signal: so does a rank whose own has not come (or never will)
+        signum = self.signals.received or (self.world_vote if self.world_vote > 0 else None)
+        if signum is not None:
+            if self.signals.received is None:
+                log.info("stopping on %s, another rank's vote", signal.Signals(signum).name)
+            raise Stopped(signum)
 
     def _checkpoint_state(self) -> dict:
         rows = self.ranks.rows

@@ -17,6 +17,29 @@ from torch import nn
 
 from nodes.models import param_checksum
 
+# A rank's stop vote as it rides in reduce_gradients: 0 none, the number of the signal that asked
+# this rank to stop, or NO_SIGNAL (its own time limit, train.max_seconds).
+NO_SIGNAL = -1
+
+
+def vote_flags(vote: int) -> tuple[float, ...]:
+    """A vote as four flags that are summed over ranks: voted, voted on a signal, the signal's
+    number and its square (together they tell whether every signalled rank got the same one)."""
+    signum = float(max(vote, 0))
+    return float(vote != 0), float(vote > 0), signum, signum * signum
+
+
+def world_vote(voted: float, on_signal: float, signums: float, squares: float) -> int:
+    """The summed flags as the world's vote: 0 when nobody voted; the signal when every rank that
+    voted on one got the same (so a rank whose own signal has not come yet, Slurm's signal reaching
+    the tasks of a step some ms apart, stops as the others did: by that signal); else NO_SIGNAL."""
+    if voted < 0.5:
+        return 0
+    n, total = round(on_signal), round(signums)
+    if n and total % n == 0 and n * round(squares) == total * total:  # equal values iff n·Σs² = (Σs)²
+        return total // n
+    return NO_SIGNAL
+
 
 def agreement_digest(model: nn.Module, extra: bytes = b"", params: str | None = None) -> str:
     """What `check_agreement` compares across ranks: with no `extra`, exactly param_checksum(model)
@@ -67,10 +90,11 @@ class Peers(ABC):
         made on every rank, in the same order, before `start`."""
 
     @abstractmethod
-    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
-                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
+    def reduce_gradients(self, model: nn.Module, num_samples: int, vote: int = 0,
+                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, int]:
         """Replace local gradients by the sample-weighted mean over ranks; return (the total
-        samples, whether any rank voted `stop`). The vote rides in the gradient's collective, so
+        samples, the world's stop vote: `world_vote` of every rank's `vote`, 0 when none voted).
+        The vote rides in the gradient's collective, so
         every rank stops after the same iteration without a collective of its own; so does `sums`
         (a float32 vector on the gradients' device, the running norms' moments), summed over ranks
         in place, unweighted. `member`: whose gradients (its own group: add_members)."""
@@ -123,9 +147,9 @@ class Solo(Peers):
     def add_members(self, members: int) -> None:
         pass
 
-    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
-                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
-        return num_samples, stop
+    def reduce_gradients(self, model: nn.Module, num_samples: int, vote: int = 0,
+                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, int]:
+        return num_samples, vote
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor

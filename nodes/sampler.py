@@ -71,14 +71,15 @@ class Sampler:
         return wait_for_batches(self.batchers, peers, tick, self.cfg.sync.straggler, min_slots, idle,
                                 self.batch_ready)
 
-    def learn(self, batches: list[SlotBatch | None], stop: bool) -> list[dict]:
+    def learn(self, batches: list[SlotBatch | None], vote: int) -> list[dict]:
         """Every member's update on its batch, in member order, each in its own all-reduce (an empty
-        batch joins it with no samples); returns each member's figures. A lost peer (elastic) drops
-        this and the later members' batches: their slots go back to the envs."""
+        batch joins it with no samples), `vote` this rank's stop vote (nodes.peers); returns each
+        member's figures. A lost peer (elastic) drops this and the later members' batches: their
+        slots go back to the envs."""
         trains = []
         for p, batch in enumerate(batches):
             try:
-                trains.append(self._learn_one(p, batch if batch is not None else self._empty_batch(), stop))
+                trains.append(self._learn_one(p, batch if batch is not None else self._empty_batch(), vote))
             except PeerLost:
                 for q in range(p, len(batches)):
                     if batches[q] is not None and batches[q].num_samples and not self.deterministic:
@@ -86,7 +87,7 @@ class Sampler:
                 raise
         return trains
 
-    def _learn_one(self, p: int, batch: SlotBatch, stop: bool) -> dict:
+    def _learn_one(self, p: int, batch: SlotBatch, vote: int) -> dict:
         """Member p's update on `batch`, and when the policy workers and the envs see its result: the
         order is what makes each mode's policy lag.
 
@@ -104,9 +105,9 @@ class Sampler:
             self.publish(p)
             batcher.release(self.held[p])
             self.held[p] = batch
-            train = learner.train_step(batch, stop)
+            train = learner.train_step(batch, vote)
         else:
-            train = learner.train_step(batch, stop)
+            train = learner.train_step(batch, vote)
             clock(PUBLISH)
             if train["global_samples"]:
                 self.publish(p)

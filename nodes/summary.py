@@ -11,14 +11,15 @@ SUMMED = ("global_samples", "stop_voted", "sync_s", "step_s", "policy_lag_max")
 
 
 def merge_trains(trains: list[dict]) -> dict:
-    """One iteration's figures from each member's: samples, seconds summed, the largest lag, any stop
-    vote, the other figures averaged over the members that stepped, weighted by their samples.
+    """One iteration's figures from each member's: samples, seconds summed, the largest lag, the stop
+    vote (the same in every member's all-reduce: the first that has one), the other figures
+    averaged over the members that stepped, weighted by their samples.
     One member: its own figures."""
     if len(trains) == 1:
         return dict(trains[0])
     total = sum(t["global_samples"] for t in trains)
     out = {k: sum(t[k] * t["global_samples"] for t in trains) / max(total, 1) for k in trains[0] if k not in SUMMED}
-    out.update(global_samples=total, stop_voted=max(t["stop_voted"] for t in trains),
+    out.update(global_samples=total, stop_voted=next((t["stop_voted"] for t in trains if t["stop_voted"]), 0),
                sync_s=sum(t["sync_s"] for t in trains), step_s=sum(t["step_s"] for t in trains),
                policy_lag_max=max(t["policy_lag_max"] for t in trains))
     return out

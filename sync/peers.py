@@ -52,7 +52,7 @@ from torch import nn
 
 from nodes.errors import PeerLost, one_line
 from nodes.models import param_checksum
-from nodes.peers import Peers, agreement_digest
+from nodes.peers import Peers, agreement_digest, vote_flags, world_vote
 from sync.flat_grads import pack, unpack
 from sync.liveness import HEARTBEAT_S, PREFIX, Heartbeat, Liveness
 from sync.watchdog import Watchdog
@@ -222,13 +222,13 @@ class DistPeers(Peers):
                 self._groups.append(dist.new_group(list(range(self.world_size)), timeout=self.timeout))
         self._guard("the population's groups", run)
 
-    def reduce_gradients(self, model: nn.Module, num_samples: int, stop: bool = False,
-                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, bool]:
+    def reduce_gradients(self, model: nn.Module, num_samples: int, vote: int = 0,
+                         sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, int]:
         """The sample-weighted mean gradient of every trainable parameter into its .grad, the summed
         moments into `sums` (sync.flat_grads: one layout on every rank, gradients or not); returns
-        the total sample count and whether any rank voted to stop."""
+        the total sample count and the world's stop vote (nodes.peers.world_vote)."""
         params = [p for p in model.parameters() if p.requires_grad]
-        flat, size = pack(params, num_samples, (float(stop), float(self._join_seen)), sums)
+        flat, size = pack(params, num_samples, (*vote_flags(vote), float(self._join_seen)), sums)
         what = "the gradient all-reduce" + (f" of population member {member}" if member else "")
         reduce = functools.partial(dist.all_reduce, group=self._groups[member])
         if self.cfg.grad_dtype == "bf16":  # half the bytes; the counts and moments stay exact
@@ -238,9 +238,10 @@ class DistPeers(Peers):
             flat[:size].copy_(low)
         else:
             self._collective(what, reduce, flat)
-        total, votes, joins = unpack(params, flat, size, sums)  # only once it completed: on CUDA the host sync
+        # only once it completed: on CUDA the host sync
+        total, *votes, joins = unpack(params, flat, size, sums, n_flags=len(vote_flags(0)) + 1)
         self._pending = self._pending or joins > 0
-        return int(round(total)), votes > 0
+        return int(round(total)), world_vote(*votes)
 
     def _collective(self, what: str, op, *args) -> None:
         """Run one collective started with async_op=True and wait for it under our watch (`_wait`):

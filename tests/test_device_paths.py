@@ -8,6 +8,8 @@
 """
 from __future__ import annotations
 
+import signal
+
 import pytest
 import torch
 
@@ -49,9 +51,9 @@ def test_the_learner_step_stays_on_the_device_until_its_one_host_sync(env):
     learner = Learner(model, cfg.algo)
     batch = _batch(spec, cfg, model, "meta")
     batch.to = lambda device: batch  # already on the device
-    scalars, samples, stop_voted, timer = learner.device_step(batch, stop=True)
+    scalars, samples, stop_voted, timer = learner.device_step(batch, vote=signal.SIGTERM)
     assert scalars.device.type == "meta" and scalars.shape == (len(LOGGED),)
-    assert samples == batch.num_samples and stop_voted is True and learner.version == 1
+    assert samples == batch.num_samples and stop_voted == signal.SIGTERM and learner.version == 1
     for p in model.parameters():
         assert p.device.type == "meta"
     with pytest.raises((RuntimeError, NotImplementedError)):

@@ -218,10 +218,10 @@ def test_every_running_norms_moments_ride_in_the_gradient_all_reduce():
     class TwoAlike(Solo):
         calls = 0
 
-        def reduce_gradients(self, model, num_samples, stop=False, sums=None, member=0):
+        def reduce_gradients(self, model, num_samples, vote=0, sums=None, member=0):
             TwoAlike.calls += 1
             sums.mul_(2)
-            return 2 * num_samples, stop
+            return 2 * num_samples, vote
 
         def all_sum(self, tensor):
             raise AssertionError("the learner called a collective of its own")

@@ -4,6 +4,7 @@ on 127.0.0.1, where every check runs on both ranks, in the same order, as the no
 Checks are written in terms of peers.rank and peers.world_size, so one text holds for any world."""
 import hashlib
 import os
+import signal
 import time
 import traceback
 
@@ -14,7 +15,7 @@ from helpers import compose, free_port
 from torch import nn
 
 from nodes.models import param_checksum
-from nodes.peers import Peers, Solo
+from nodes.peers import NO_SIGNAL, Peers, Solo, vote_flags, world_vote
 
 CHECKS = {}
 
@@ -47,19 +48,22 @@ def reduce_gradients_is_the_sample_weighted_mean(peers):
     model.weight.grad = torch.full_like(model.weight, float(peers.rank + 1))
     total, stop = peers.reduce_gradients(model, 10 * (peers.rank + 1))
     counts = [10 * (r + 1) for r in range(peers.world_size)]
-    assert total == sum(counts) and stop is False
+    assert total == sum(counts) and stop == 0
     expected = sum(n * (r + 1) for r, n in enumerate(counts)) / sum(counts)
     assert torch.allclose(model.weight.grad, torch.full_like(model.weight, expected))
 
 
 @contract
 def one_ranks_stop_vote_reaches_every_rank_with_the_gradients(peers):
-    """The last rank alone votes: every rank learns it from the same all-reduce, and the votes
-    leave the gradients' mean alone."""
+    """The last rank votes on SIGUSR2, rank 0 (when it is another) on its time limit: every rank
+    learns from the same all-reduce that the world stops on SIGUSR2 (a rank whose own signal has
+    not come stops as the others do), and the votes leave the gradients' mean alone."""
     model = nn.Linear(2, 1, bias=False)
     model.weight.grad = torch.ones_like(model.weight)
-    total, stop = peers.reduce_gradients(model, 4, stop=peers.rank == peers.world_size - 1)
-    assert stop is True and total == 4 * peers.world_size
+    last = peers.rank == peers.world_size - 1
+    vote = signal.SIGUSR2 if last else NO_SIGNAL if peers.rank == 0 else 0
+    total, stop = peers.reduce_gradients(model, 4, vote)
+    assert stop == signal.SIGUSR2 and total == 4 * peers.world_size
     assert torch.allclose(model.weight.grad, torch.ones_like(model.weight))
 
 
@@ -196,7 +200,7 @@ def test_every_method_is_abstract_so_no_implementation_can_forget_one():
 
     class Forgetful(Peers):  # implements everything but others_ready
         def add_members(self, members): ...
-        def reduce_gradients(self, model, num_samples, stop=False, sums=None, member=0): ...
+        def reduce_gradients(self, model, num_samples, vote=0, sums=None, member=0): ...
         def all_sum(self, tensor): ...
         def gather_stats(self, values): ...
         def check_agreement(self, model, version, extra=b""): ...
@@ -249,3 +253,16 @@ def dist_results(tmp_path_factory):
 def test_dist_peers_two_ranks(dist_results, check):
     for rank, results in enumerate(dist_results):
         assert results[check] == "ok", f"rank {rank}:\n{results[check]}"
+
+
+@pytest.mark.parametrize("votes, world", [
+    ((0, 0, 0), 0),
+    ((NO_SIGNAL, 0), NO_SIGNAL),  # a time limit: no signal to stop by
+    ((signal.SIGUSR2, 0, signal.SIGUSR2), signal.SIGUSR2),
+    ((signal.SIGTERM, NO_SIGNAL), signal.SIGTERM),
+    ((signal.SIGINT, signal.SIGUSR2), NO_SIGNAL),  # different signals (their mean, 7, is SIGBUS)
+    ((signal.SIGTERM, signal.SIGTERM, signal.SIGINT), NO_SIGNAL),
+])
+def test_the_world_vote_is_the_signal_every_signalled_rank_got(votes, world):
+    summed = [sum(column) for column in zip(*(vote_flags(v) for v in votes))]
+    assert world_vote(*torch.tensor(summed, dtype=torch.float32).tolist()) == world

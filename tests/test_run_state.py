@@ -74,9 +74,9 @@ class TwoRankRecorder(Solo):
     def share(self, progress, state):
         self.calls.append("share")
 
-    def reduce_gradients(self, model, num_samples, stop=False, sums=None, member=0):
-        self.calls.append(f"reduce(stop={stop})")
-        return num_samples * 2, stop
+    def reduce_gradients(self, model, num_samples, vote=0, sums=None, member=0):
+        self.calls.append(f"reduce(vote={vote})")
+        return num_samples * 2, vote
 
     def gather_stats(self, values):
         self.calls.append("gather")
@@ -107,8 +107,26 @@ def test_a_signal_during_start_up_is_a_vote_cast_in_the_first_all_reduce(tmp_pat
         node.run()
     assert type(err.value).__name__ == "Stopped"
     # the same calls a rank without the signal makes when another rank votes to stop
-    assert peers.calls == ["share", "reduce(stop=True)", "gather", "check", "check"], peers.calls
+    assert peers.calls == ["share", "reduce(vote=15)", "gather", "check", "check"], peers.calls
     assert summary(cfg.run_dir)["outcome"] == "stopped by SIGTERM"
+
+
+def test_a_rank_without_a_signal_stops_by_the_signal_the_world_voted(tmp_path):
+    """Slurm signals a step's tasks some ms apart: the other rank voted on SIGUSR2 in the first
+    all-reduce, this one got no signal (yet). It stops as the other does, by SIGUSR2 (the exit code
+    and summary a Slurm rank 0 requeues on), not as a run that finished."""
+    class OtherVotedUsr2(TwoRankRecorder):
+        def reduce_gradients(self, model, num_samples, vote=0, sums=None, member=0):
+            super().reduce_gradients(model, num_samples, vote, sums, member)
+            return num_samples * 2, signal.SIGUSR2
+
+    cfg = compose(*TWO_GYM[1:], run_dir=str(tmp_path / "run"))
+    peers = OtherVotedUsr2()
+    with pytest.raises(Exception, match="SIGUSR2") as err:
+        Node(cfg, peers, is_writer=True).run()
+    assert type(err.value).__name__ == "Stopped" and err.value.signum == signal.SIGUSR2
+    assert peers.calls[:2] == ["share", "reduce(vote=0)"], peers.calls  # it voted nothing itself
+    assert summary(cfg.run_dir)["outcome"] == "stopped by SIGUSR2"
 
 
 def test_a_checkpoint_is_written_off_the_loop_from_a_copy(tmp_path, monkeypatch):

@@ -5,6 +5,8 @@ import logging
 import os
 import signal
 import subprocess
+import threading
+import time
 
 from launch.slurm.checks import preempt_signal
 from nodes.config import Config
@@ -35,18 +37,32 @@ def run_slurm_rank(cfg: Config, world, rendezvous=None) -> int:
         return code
     # every rank got the signal and stopped after the same iteration; rank 0 has checkpointed.
     # One job: rank 0 requeues it; an array: each element its own job
+    killed = catch_requeue_kill()  # before the requeue: its SIGTERM can come before scontrol returns
     if (rank == 0 or rendezvous is not None) and not requeue(cfg):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         return code
-    await_requeue_kill()
+    await_requeue_kill(killed)
     # the job comes back: leave without a submitit result (it would mark the job as done)
     raise SystemExit(code)
 
 
-def await_requeue_kill(timeout_s: float = 60.0) -> None:
+def catch_requeue_kill() -> threading.Event:
+    """An event set by the next SIGTERM (a handler, not sigwait: the kernel hands a process's SIGTERM
+    to any thread that does not block it, and rank 0's rendezvous store has threads of its own,
+    where a sigwait in the main thread never saw it and the task sat out KillWait until its SIGKILL)."""
+    killed = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: killed.set())  # Python runs it in the main thread
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    return killed
+
+
+def await_requeue_kill(killed: threading.Event, timeout_s: float = 60.0) -> None:
     """Leave when the requeue kills the job's tasks (SIGTERM, then SIGKILL after KillWait), not
     before: a job whose tasks all exit on their own while it is being requeued can end FAILED."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    if signal.sigtimedwait({signal.SIGTERM}, timeout_s) is None:
+    deadline = time.monotonic() + timeout_s
+    while not killed.is_set() and time.monotonic() < deadline:
+        time.sleep(0.05)  # a signal ends the sleep and its handler runs
+    if not killed.is_set():
         log.warning("no requeue of Slurm job %s after %.0f s: leaving", os.environ.get("SLURM_JOB_ID"), timeout_s)
 
 
