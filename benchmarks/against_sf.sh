@@ -20,7 +20,10 @@
 # each reset and lost life.)
 # OURS_ARGS: extra overrides for our side (words split on spaces).
 # SIDES="ours sf" (default) picks which trainers run; a side whose run directory exists is not
-# run again (the curves read it as it is).
+# run again (the curves read it as it is), unless RESUME=1: then both trainers go on from their
+# last checkpoint (a run stopped with SIGTERM; stop Sample Factory's workers too:
+# pkill -TERM -f "$SF_PYTHON"). Sample Factory 2.1.1 predates torch 2.6's weights-only
+# torch.load, which refuses its checkpoints: its side runs with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1.
 set -euo pipefail
 if [ $# -ne 4 ]; then
   echo "usage: $0 SCENARIO SEED FRAMES OUT_DIR" >&2
@@ -54,13 +57,13 @@ read -r -a ours_args <<< "${OURS_ARGS:-}"
 for side in $sides; do
   case "$side" in
     ours)
-      [ -e "$ours" ] || python -m launch.train hydra.run.dir="$ours" env="$scenario" \
+      [ -e "$ours" ] && [ "${RESUME:-0}" != 1 ] || python -m launch.train hydra.run.dir="$ours" env="$scenario" \
         train.max_env_frames="$frames" seed="$seed" "${ours_args[@]}" ;;
     sf)
-      [ -e "$sf" ] || "$sf_python" -m "$sf_module" --env="$sf_env" --device=cpu \
+      [ -e "$sf" ] && [ "${RESUME:-0}" != 1 ] || TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "$sf_python" -m "$sf_module" --env="$sf_env" --device=cpu \
         --num_workers=2 --num_envs_per_worker=8 --train_for_env_steps="$frames" --seed="$seed" \
         --experiment="sf_${scenario}_s$seed" --train_dir="$out/sf" "${sf_extra[@]}" \
-        > "$out/sf_${scenario}_s$seed.out" 2>&1 ;;
+        >> "$out/sf_${scenario}_s$seed.out" 2>&1 ;;
     *) echo "SIDES: unknown side '$side' (ours, sf)" >&2; exit 2 ;;
   esac
 done
