@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import warnings
+from datetime import datetime
 
 import pytest
 from helpers import ROOT, missing_dependency
@@ -158,6 +159,7 @@ def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
     as preemption): a checkpoint again, Slurm requeues. Each run resumes where the last one stopped."""
     run_dir, target = str(tmp_path / "run"), 6000
     log = os.path.join(run_dir, "train.log")
+    semaphores = set(glob.glob("/dev/shm/sem.mp-*"))
     # a slow env step so that the job is still training when the signals come
     proc = subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *TINY, *SLURM,
                              "launcher.wait=true", f"train.max_env_frames={target}", "env.id=tests.envs:SlowBandit-v0"],
@@ -220,6 +222,14 @@ def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
     assert target <= s["env_frames"] <= target + 2 * 128  # one iteration: 128 samples from each rank
     # the last run trained only what was left: the frame counter went on from the checkpoint
     assert s["fps"] * s["seconds"] == pytest.approx(s["env_frames"] - resumes[1][1], rel=0.02)
+    # every run left on its own after the requeue's SIGTERM, none sat out KillWait to its SIGKILL
+    # (which leaves multiprocessing's named semaphores behind)
+    assert not set(glob.glob("/dev/shm/sem.mp-*")) - semaphores
+    stamp = r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+\]\[launch\.slurm\]\[INFO\] - "
+    requeue_at = re.search(stamp + "requeued Slurm job", text).group(1)
+    restarted = re.search(stamp + r"rank 0: Slurm job \d+ task 0 on node \S+ \(restart 1\)", text).group(1)
+    gap = (datetime.fromisoformat(restarted) - datetime.fromisoformat(requeue_at)).total_seconds()
+    assert gap < 20, f"the job ran again {gap:.0f} s after its requeue: a task sat out KillWait (30 s)"
 
 
 def test_hydra_submitit_launcher_runs_two_node_jobs(slurm, tmp_path):
