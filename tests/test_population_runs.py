@@ -99,8 +99,9 @@ def test_forced_pbt_step_is_taken_identically_on_every_node_and_resume_keeps_it(
 
 def test_self_play_duel_both_members_play_and_the_table_says_who_played_whom(tmp_path):
     run = str(tmp_path / "run")
+    # 12k frames: ~15 matches a member, 2+ versions each (24k took ~25 s of training in CI for nothing)
     train(run, "env=doom_duel", "env.match_minutes=0.2", *TWO, *NO_PBT, "sampler.envs_per_worker=4",
-          "train.max_env_frames=24000", timeout=300)
+          "sampler.batch_size=512", "train.max_env_frames=12000", timeout=300)
     s = summary(run)
     assert s["outcome"] == "finished" and s["engine_restarts"] == 0
     _members_apart_and_agreed(s, 1)
