@@ -12,12 +12,13 @@ EPISODES = 30
 @pytest.fixture(scope="module")
 def basic_run(tmp_path_factory):
     run = str(tmp_path_factory.mktemp("enjoy") / "run")
-    # 120k frames at lr 5e-4 (~70 s on a quiet 2-core machine): enjoy's mean score was -3 and +7 over
-    # 30 episodes (seeds 0 and 1) against about -180 for random play; lr 3e-4 needed 200k frames.
-    # and evaluates during training (eval.every_frames): VizDoom in the evaluator process
-    train(run, "env=doom_basic", "sampler.batch_size=512", "algo.lr=5e-4", "train.max_env_frames=120000",
-          "eval.every_frames=50000", "eval.episodes=3", timeout=600)
-    assert summary(run)["env_frames"] >= 120_000
+    # 80k frames at lr 5e-4 (~25 s of training on a quiet 2-core machine): the last 100 episodes'
+    # mean was -60 at 78k frames (+33 at 115k) against about -180 for random play; lr 3e-4 needed
+    # 200k frames to score. It evaluates during training too (eval.every_frames): VizDoom in the
+    # evaluator process
+    train(run, "env=doom_basic", "sampler.batch_size=512", "algo.lr=5e-4", "train.max_env_frames=80000",
+          "eval.every_frames=35000", "eval.episodes=3", timeout=600)
+    assert summary(run)["env_frames"] >= 80_000
     return run
 
 
@@ -33,7 +34,7 @@ def test_trained_policy_beats_random(basic_run):
           f"random: {random['reward_mean']:.1f} +- {random['reward_std']:.1f} ({EPISODES} episodes each)")
     assert "reward" in line and f"{EPISODES} episodes" in line
     assert trained["episodes"] == random["episodes"] == EPISODES
-    assert trained["policy_version"] > 0 and trained["env_frames"] >= 120_000
+    assert trained["policy_version"] > 0 and trained["env_frames"] >= 80_000
     assert trained["reward_mean"] > random["reward_mean"]
     # doom_basic has no objective of its own: the true objective is the score, and the line says none
     assert trained["true_objective_mean"] == trained["reward_mean"] and "true objective" not in line
@@ -68,11 +69,11 @@ def test_bad_input_is_one_line(basic_run, tmp_path):
 
 
 def test_the_run_evaluated_on_vizdoom_during_training(basic_run):
-    """Two rounds (50k, 100k frames) of 3 doom_basic episodes each, played by the evaluator
+    """Two rounds (35k, 70k frames) of 3 doom_basic episodes each, played by the evaluator
     process on its own engines; its working directory (VizDoom's files) is gone after the run."""
     import os
     rounds = [json.loads(line) for line in open(os.path.join(basic_run, "eval.jsonl"))]
-    assert [r["round"] for r in rounds] == [0, 1] and rounds[0]["env_frames"] >= 50_000
+    assert [r["round"] for r in rounds] == [0, 1] and rounds[0]["env_frames"] >= 35_000
     assert all(-400 < r["score"] < 100 and r["members"][0]["length"] > 0 for r in rounds)  # doom_basic's range
     assert summary(basic_run)["eval"]["rounds"] == 2
     assert os.path.isfile(os.path.join(basic_run, "checkpoints", "best.pt"))
