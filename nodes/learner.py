@@ -170,10 +170,10 @@ class Learner:
     def train_step(self, batch, vote: int = 0) -> dict[str, float]:
         """One iteration on a batch: algo.epochs x algo.minibatches optimizer steps (one by
         default); `vote`: this rank's vote to stop after it (nodes.peers; stats["stop_voted"]: the
-        world's, 0 when none voted). An
-        empty batch (a population member without trajectories here) only joins the all-reduces;
-        with none on any rank there is no step (stats["global_samples"] 0, the version unchanged).
-        The logged scalars are the steps' mean; global_samples counts the batch once."""
+        world's, 0 when none voted). An empty batch (a population member without trajectories here)
+        only joins the all-reduces; with none on any rank there is no step (stats["global_samples"]
+        0, the version unchanged). The logged scalars are the steps' mean; global_samples counts the
+        batch once."""
         t0 = time.perf_counter()
         lag = (self.version - batch.versions).float()  # the CPU copy: no device work
         if batch.lengths is not None and int(batch.lengths.min()) < lag.shape[1]:  # the steps trained on

@@ -36,7 +36,7 @@ def world_vote(voted: float, on_signal: float, signums: float, squares: float) -
     if voted < 0.5:
         return 0
     n, total = round(on_signal), round(signums)
-    if n and total % n == 0 and n * round(squares) == total * total:  # equal values iff n·Σs² = (Σs)²
+    if n and n * round(squares) == total * total:  # n·Σs² >= (Σs)², equal iff every s is the same
         return total // n
     return NO_SIGNAL
 
@@ -94,10 +94,10 @@ class Peers(ABC):
                          sums: torch.Tensor | None = None, member: int = 0) -> tuple[int, int]:
         """Replace local gradients by the sample-weighted mean over ranks; return (the total
         samples, the world's stop vote: `world_vote` of every rank's `vote`, 0 when none voted).
-        The vote rides in the gradient's collective, so
-        every rank stops after the same iteration without a collective of its own; so does `sums`
-        (a float32 vector on the gradients' device, the running norms' moments), summed over ranks
-        in place, unweighted. `member`: whose gradients (its own group: add_members)."""
+        The vote rides in the gradient's collective, so every rank stops after the same iteration
+        without a collective of its own; so does `sums` (a float32 vector on the gradients' device,
+        the running norms' moments), summed over ranks in place, unweighted. `member`: whose
+        gradients (its own group: add_members)."""
 
     @abstractmethod
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:

@@ -37,9 +37,10 @@ def run_slurm_rank(cfg: Config, world, rendezvous=None) -> int:
         return code
     # every rank got the signal and stopped after the same iteration; rank 0 has checkpointed.
     # One job: rank 0 requeues it; an array: each element its own job
+    previous = signal.getsignal(signal.SIGTERM)
     killed = catch_requeue_kill()  # before the requeue: its SIGTERM can come before scontrol returns
     if (rank == 0 or rendezvous is not None) and not requeue(cfg):
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, previous)
         return code
     await_requeue_kill(killed)
     # the job comes back: leave without a submitit result (it would mark the job as done)
