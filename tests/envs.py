@@ -49,7 +49,8 @@ gym.register("CrashAfter-v0", entry_point=CrashAfter)
 
 class SlowBandit(SignBandit):
     """SignBandit whose steps take 2 ms longer: a run that is still training when a test
-    signals it (the Slurm preemption test)."""
+    signals it (the Slurm preemption test), one whose speed no machine raises (the chaos and
+    elastic join tests)."""
 
     delay_s = 0.002
 
