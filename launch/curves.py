@@ -13,7 +13,12 @@ VizDoom scenarios). --metric true_objective (the default) compares the true obje
 the unshaped game measure: ours `episode/true_objective` (the reward where the env defines none of
 its own, and for runs logged before it existed), Sample Factory's `policy_stats/avg_true_objective`
 (its scaled reward where its env sets none: --sf-reward-scale divides that out too; give 1 where
-its env reports an objective of its own, e.g. the gathering scenarios). Time counts from the
+its env reports an objective of its own, e.g. the gathering scenarios) - except where it logs
+`policy_stats/avg_RecordEpisodeStatistics_reward` (its Atari and MuJoCo examples wrap the raw env in
+gym's RecordEpisodeStatistics): that is the raw env's whole-episode score, unscaled, the game's
+score over all lives on Atari, where its true objective is one life's clipped reward (its
+EpisodicLifeEnv ends an episode at each lost life: on Breakout about a fifth of the game's score;
+on Pong, which has no lives and points of 1, the same). Time counts from the
 first line of the run's log (the launch), so start-up is included for both. Prints one table row
 per frame mark and a JSON line with the same figures.
 --plot FILE draws the curves (against frames and against time since launch; launch.plots).
@@ -99,6 +104,18 @@ def _scalars(tb_dir: Path, tag: str):
 
 TAGS = {"reward": ("episode/reward", "reward/reward"),  # --metric: (ours, Sample Factory's)
         "true_objective": ("episode/true_objective", "policy_stats/avg_true_objective")}
+SF_WHOLE_EPISODE = "policy_stats/avg_RecordEpisodeStatistics_reward"  # the raw env's score, all lives
+
+
+def _sf(tb_dir: Path, metric: str, sf_scale: float):
+    """Sample Factory's scalars for `metric` and the scale to divide out: for the true objective its
+    raw env's whole-episode score where it logs one (not scaled), else its avg_true_objective."""
+    if metric == "true_objective":
+        try:
+            return _scalars(tb_dir, SF_WHOLE_EPISODE), 1.0
+        except SystemExit:
+            pass
+    return _scalars(tb_dir, TAGS[metric][1]), sf_scale
 
 
 def _ours(tb_dir: Path, metric: str):
@@ -122,7 +139,7 @@ def split_label(arg: str) -> tuple[str, Path]:
 
 def load(run: Path, sf_scale: float, metric: str = "reward", label: str = "") -> Curve:
     if (run / "sf_log.txt").exists():  # Sample Factory 2
-        events, log, scale = _scalars(run / ".summary" / "0", TAGS[metric][1]), run / "sf_log.txt", sf_scale
+        (events, scale), log = _sf(run / ".summary" / "0", metric, sf_scale), run / "sf_log.txt"
     elif (run / "train.log").exists():
         events, log, scale = _ours(run / "tb", metric), run / "train.log", 1.0
     else:

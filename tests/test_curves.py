@@ -28,10 +28,11 @@ def write_ours(run, points, objective=None):
                 w.add_scalar("episode/true_objective", objective(reward), frames, walltime=_launch_ts() + seconds)
 
 
-def write_sf(run, points, scale, objective=None):
+def write_sf(run, points, scale, objective=None, whole=None):
     """A Sample Factory 2 experiment: .summary/0 with reward/reward (times its reward scale) and
     policy_stats/avg_true_objective (its scaled reward, as SF logs it for an env with no objective
-    of its own, or objective(reward)), sf_log.txt."""
+    of its own, or objective(reward)), and where `whole` is given whole(reward) as its
+    RecordEpisodeStatistics score (its Atari and MuJoCo examples); sf_log.txt."""
     run.mkdir()
     (run / "sf_log.txt").write_text(f"[{LAUNCH}][123] Starting experiment\n")
     with SummaryWriter(str(run / ".summary" / "0")) as w:
@@ -40,6 +41,8 @@ def write_sf(run, points, scale, objective=None):
             w.add_scalar("reward/reward", reward * scale, frames, walltime=t)
             true = reward * scale if objective is None else objective(reward)
             w.add_scalar("policy_stats/avg_true_objective", true, frames, walltime=t)
+            if whole is not None:
+                w.add_scalar("policy_stats/avg_RecordEpisodeStatistics_reward", whole(reward), frames, walltime=t)
 
 
 @pytest.fixture()
@@ -104,6 +107,20 @@ def test_the_true_objective_is_compared_by_default_and_the_reward_on_request(tmp
     write_ours(tmp_path / "before", points)  # logged before the true objective: its reward stands for it
     assert curves.main([str(tmp_path / "before"), "--every", "200000"])["runs"]["before"]["reward_at_marks"] == [
         10.0, 20.0, 20.0]
+
+
+def test_sample_factorys_atari_score_is_its_whole_game_not_one_lifes(tmp_path):
+    """Sample Factory's Atari example ends an episode at each lost life (EpisodicLifeEnv) and clips
+    rewards, so its true objective is one life's brick count; the game's score over all lives is
+    its RecordEpisodeStatistics reward, which the true objective reads wherever it is logged."""
+    points = [(f, f / 5000, 2.0 if f < 300_000 else 4.0) for f in range(100_000, 600_001, 100_000)]
+    write_sf(tmp_path / "sf", points, 1.0, whole=lambda r: 5 * r + 1)
+    run = str(tmp_path / "sf")
+    assert curves.main([run, "--every", "200000"])["runs"]["sf"]["reward_at_marks"] == [11.0, 21.0, 21.0]
+    assert curves.main([run, "--every", "200000", "--sf-reward-scale", "0.5"])["runs"]["sf"]["reward_at_marks"] == [
+        11.0, 21.0, 21.0]  # unscaled: the raw env's score
+    assert curves.main([run, "--every", "200000", "--metric", "reward"])["runs"]["sf"]["reward_at_marks"] == [
+        2.0, 4.0, 4.0]
 
 
 def test_plot_draws_both_runs_into_an_image_file(runs, tmp_path):
