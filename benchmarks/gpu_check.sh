@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# benchmarks/gpu_check.sh [OUT_DIR]: what only a GPU can show (docs/gpu.md, "What has and has not
+# run"), in one pass of about 6 minutes on a one-GPU node. Each step has its own time limit, writes
+# its whole output to OUT_DIR/<step>.log and goes on after a failure; the lines printed here are the
+# step's exit code, its seconds and the lines that carry its figures.
+#
+#   tests       tests/test_gpu.py (doom_basic learns with inference on the GPU; two ranks share one
+#               GPU over gloo; the NCCL test needs two GPUs and says so when it skips)
+#   bench_gpu   launch.bench on doom_basic, every core, train.device=cuda: simulate / sample / train
+#   bench_cpu   the same layout's train phase with train.device=cpu, on the same machine (the ratio)
+#   bench_fp32  the train phase on the GPU with train.precision=fp32 (bf16 is what auto picks)
+#   det_*       sampler.mode=deterministic on the GPU: a Box env twice on one layout and once on
+#               another (tests/test_continuous_runs.py's recipe): the checksums say what repeats
+#   population  population.size=2 on the GPU (each member's own stream, feed and model on the device)
+#
+# PYTHON (python3) runs everything; SECONDS_PER_PHASE (12) and WARMUP_S (6) size the benchmarks;
+# DEVICE=cpu walks the same steps on a machine without a GPU (to check this script).
+set -u
+OUT_DIR=${1:-/tmp/gpu_check}
+PY=${PYTHON:-python3}
+DEV=${DEVICE:-cuda}
+SECS=${SECONDS_PER_PHASE:-12}
+WARM=${WARMUP_S:-6}
+RUNS=$(mktemp -d /tmp/gpu_check_runs.XXXX)
+mkdir -p "$OUT_DIR"
+cd "$(dirname "$0")/.."
+
+step() {  # step NAME LIMIT_S COMMAND...
+  local name=$1 limit=$2 t0=$SECONDS
+  shift 2
+  timeout -k 10 "$limit" "$@" >"$OUT_DIR/$name.log" 2>&1
+  local rc=$?
+  echo "== $name: rc=$rc, $((SECONDS - t0)) s"
+  grep -E "passed|failed|skipped|error|^\{|frames/s|checksum|outcome|SKIPPED|FAILED|Error" "$OUT_DIR/$name.log" | tail -n 8
+}
+
+summary_of() {  # the figures of one run's summary.json
+  "$PY" -c "import json,sys; s=json.load(open(sys.argv[1]+'/summary.json')); \
+print({k: s.get(k) for k in ('outcome','env_frames','policy_version','fps','param_checksums','mean_episode_reward')})" "$1"
+}
+
+{
+  date -u +%FT%TZ
+  git log -1 --format='commit %h' 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
+  echo "cores $(nproc)"
+  df -h /dev/shm | tail -n 1
+} 2>&1 | tee "$OUT_DIR/machine.log"
+
+BENCH=(env=doom_basic sampler.num_workers=auto sampler.envs_per_worker=16 "bench.warmup_s=$WARM" "bench.seconds=$SECS")
+PENDULUM=(env=gym env.id=Pendulum-v1 model=feedforward sampler.num_workers=1 sampler.envs_per_worker=4
+          sampler.rollout=16 sampler.batch_size=128 train.status_every_s=1 sampler.mode=deterministic
+          train.max_env_frames=1200 train.learner_threads=1 algo.epochs=2 algo.minibatches=2 "train.device=$DEV")
+
+step tests 240 "$PY" -m pytest -q -p no:cacheprovider -rs -s --durations=0 tests/test_gpu.py
+step bench_gpu 150 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_gpu" "${BENCH[@]}" "train.device=$DEV"
+step bench_fp32 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_fp32" "${BENCH[@]}" "train.device=$DEV" \
+  train.precision=fp32 "bench.modes=[async]"
+step bench_cpu 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_cpu" "${BENCH[@]}" train.device=cpu "bench.modes=[async]"
+for run in det_1x8_a det_1x8_b; do
+  step "$run" 90 "$PY" -m launch.train "hydra.run.dir=$RUNS/$run" "${PENDULUM[@]}" sampler.envs_per_worker=8
+  summary_of "$RUNS/$run"
+done
+step det_2x4 90 "$PY" -m launch.train "hydra.run.dir=$RUNS/det_2x4" "${PENDULUM[@]}" sampler.num_workers=2
+summary_of "$RUNS/det_2x4"
+step population 90 "$PY" -m launch.train "hydra.run.dir=$RUNS/population" env=gym env.id=CartPole-v1 \
+  model.fc_size=64 model.hidden_size=64 sampler.num_workers=2 sampler.envs_per_worker=4 sampler.rollout=16 \
+  sampler.batch_size=128 train.status_every_s=1 population.size=2 train.max_env_frames=8000 "train.device=$DEV"
+summary_of "$RUNS/population"
+grep -h -E "ready on|device|precision" "$RUNS"/population/train*.log 2>/dev/null | head -n 4
+rm -rf "$RUNS"
