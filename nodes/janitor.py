@@ -1,13 +1,13 @@
 """Janitor: make sure no node process and no VizDoom segment outlives the trainer.
 
-Started by the node's main process as `python nodes/janitor.py` in a new process group whose id
+Started by the node's main process as `python nodes/janitor.py MAIN_PID` in a new process group whose id
 is its own pid; every worker joins that group, and VizDoom engines inherit it. The janitor reads
 its stdin until EOF, which comes when the main process exits OR is SIGKILLed. Then it SIGKILLs
 every other member of the group (VizDoom engines ignore SIGTERM) and removes the /dev/shm
-segments of the VizDoom instances it saw (`+viz_instance_id` on the engine command line), and the
-`/dev/shm/cuda.shm.*.<pid in hex>.*` file the CUDA driver makes for each process that uses CUDA
-IPC (the policy workers map the learner's weights so) and removes only at a clean exit, which a
-multiprocessing child (`os._exit`) or a killed process never has.
+segments of the VizDoom instances it saw (`+viz_instance_id` on the engine command line). If the
+pipe closed without STOP written first, the main process died (SIGKILL, or `os._exit`, which runs
+no atexit): the janitor then also removes the CUDA driver's file of it (`cuda_ipc_files`; at a
+normal exit the main process removes its own, nodes/weights.py).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
 """
 import contextlib
@@ -19,7 +19,22 @@ import signal
 import sys
 import time
 
+STOP = b"stop"  # what the main process writes before closing the pipe when it lives on (processes.stop_janitor)
 INSTANCE_ARG = re.compile(rb"\+viz_instance_id\x00([^\x00]+)")
+
+
+def cuda_ipc_files(pid: int) -> list:
+    """/dev/shm/cuda.shm.<device>.<pid in hex>.<n>: what the CUDA driver makes for a process that
+    shares its memory by CUDA IPC handle (the learner's weights, mapped by the policy workers) and
+    never removes, not even at a clean exit (seen on an H100, driver 580; Sample Factory leaves it
+    too)."""
+    return glob.glob(f"/dev/shm/cuda.shm.*.{pid:x}.*")
+
+
+def remove(paths) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def group_members(pgid: int):
@@ -38,9 +53,8 @@ def group_members(pgid: int):
             continue
 
 
-def scan(pgid: int, instances: set, seen: set) -> list:
+def scan(pgid: int, instances: set) -> list:
     pids = list(group_members(pgid))
-    seen.update(pids)
     for pid in pids:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -52,20 +66,10 @@ def scan(pgid: int, instances: set, seen: set) -> list:
     return pids
 
 
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
-def sweep(pgid: int, instances: set, seen: set) -> None:
+def sweep(pgid: int, instances: set) -> None:
     deadline = time.time() + 10
     while time.time() < deadline:
-        pids = scan(pgid, instances, seen)
+        pids = scan(pgid, instances)
         if not pids:
             break
         for pid in pids:
@@ -73,29 +77,32 @@ def sweep(pgid: int, instances: set, seen: set) -> None:
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.1)
     for inst in instances:
-        for path in glob.glob(f"/dev/shm/ViZDoom*{inst}"):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-    for pid in seen:
-        if not alive(pid):  # a pid reused since by a live process keeps its file
-            for path in glob.glob(f"/dev/shm/cuda.shm.*.{pid:x}.*"):
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
+        remove(glob.glob(f"/dev/shm/ViZDoom*{inst}"))
 
 
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     pgid = os.getpgrp()
+    # the main process's pid from its command line: os.getppid() here could already be init's
+    parent = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
     instances: set = set()
-    seen: set = set()
+    orderly = False  # the main process said STOP before closing the pipe: it lives on
     fd = sys.stdin.fileno()
     while True:
         ready, _, _ = select.select([fd], [], [], 0.5)
-        if ready and not os.read(fd, 4096):
-            break  # EOF: the main process is done or dead
-        scan(pgid, instances, seen)
-    sweep(pgid, instances, seen)
+        if ready:
+            data = os.read(fd, 4096)
+            if not data:
+                break  # EOF: the main process is done or dead
+            orderly = orderly or STOP in data
+        scan(pgid, instances)
+    sweep(pgid, instances)
+    if not orderly:  # the main process died (killed, or os._exit): no atexit of its own ran
+        deadline = time.time() + 5
+        while os.getppid() == parent and time.time() < deadline:
+            time.sleep(0.05)  # its pipe closes before it is reaped
+        remove(cuda_ipc_files(parent))
 
 
 if __name__ == "__main__":

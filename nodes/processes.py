@@ -40,6 +40,7 @@ import torch
 import torch.multiprocessing as mp
 from faster_fifo import Queue
 
+from nodes import janitor as janitor_script
 from nodes.buffers import Control, allocate
 from nodes.config import in_rounds
 from nodes.errors import Stopped, WorkerFailed
@@ -55,12 +56,13 @@ JANITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "janitor.py")
 
 
 def start_janitor() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, JANITOR], stdin=subprocess.PIPE, process_group=0,
+    return subprocess.Popen([sys.executable, JANITOR, str(os.getpid())], stdin=subprocess.PIPE, process_group=0,
                             close_fds=True)
 
 
 def stop_janitor(janitor: subprocess.Popen, timeout: float = 20.0) -> None:
     try:
+        janitor.stdin.write(janitor_script.STOP)  # an orderly stop: this process lives on
         janitor.stdin.close()
         janitor.wait(timeout)
     except (OSError, subprocess.TimeoutExpired):

@@ -16,11 +16,16 @@ Grace) included; the lock is held for the counter update only, never during a co
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
+import functools
 import multiprocessing as mp
+import os
 
 import torch
 from torch import nn
+
+from nodes import janitor
 
 LOCK_TIMEOUT_S = 10.0
 
@@ -35,6 +40,15 @@ def _wait_for_copies(device: torch.device) -> None:
         torch.cuda.current_stream(device).synchronize()
 
 
+@functools.cache
+def remove_cuda_ipc_file_at_exit() -> None:
+    """The CUDA driver's /dev/shm file for this process (janitor.cuda_ipc_files), which it leaves
+    behind even at a clean exit, goes when this process exits normally (the janitor removes it if
+    this process is killed). Once per process; not in a forked child, which has its own pid."""
+    pid = os.getpid()
+    atexit.register(lambda: os.getpid() == pid and janitor.remove(janitor.cuda_ipc_files(pid)))
+
+
 class SharedWeights:
     def __init__(self, model: nn.Module, device: str | torch.device = "cpu"):
         n = sum(p.numel() for p in policy_tensors(model))
@@ -42,6 +56,8 @@ class SharedWeights:
         self.flat = torch.zeros(n, device=self.device)
         if self.device.type == "cpu":
             self.flat.share_memory_()
+        elif self.device.type == "cuda":
+            remove_cuda_ipc_file_at_exit()
         self.meta = torch.zeros(2, dtype=torch.int64).share_memory_()  # [seq, version]
         self.lock = mp.get_context("spawn").Lock()
 

@@ -1,0 +1,80 @@
+"""The CUDA driver's /dev/shm file of a process that shares memory by CUDA IPC handle (the learner's
+weights): left behind by the driver even at a clean exit (seen on an H100), so the main process
+removes its own at exit and the janitor removes a killed main process's. Faked here by name (no
+CUDA on this machine): what is tested is that the right file goes, and only when it should."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+from helpers import ROOT
+
+FAKE = "/dev/shm/cuda.shm.0.{:x}.1"
+
+MAIN = textwrap.dedent("""
+    import os, sys, time
+    from nodes.processes import start_janitor, stop_janitor
+    janitor = start_janitor()
+    open("/dev/shm/cuda.shm.0.%x.1" % os.getpid(), "w").close()
+    print(janitor.pid, flush=True)
+    if sys.argv[1] == "stop":
+        stop_janitor(janitor)  # a normal stop: the main process lives on, so its file stays
+        print(os.path.exists("/dev/shm/cuda.shm.0.%x.1" % os.getpid()), flush=True)
+        os.unlink("/dev/shm/cuda.shm.0.%x.1" % os.getpid())
+    else:
+        time.sleep(60)
+""")
+
+
+def start_main(how):
+    return subprocess.Popen([sys.executable, "-c", MAIN, how], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+
+
+def gone(path, within_s):
+    deadline = time.time() + within_s
+    while os.path.exists(path) and time.time() < deadline:
+        time.sleep(0.1)
+    return not os.path.exists(path)
+
+
+def test_the_janitor_removes_a_killed_main_process_file_and_leaves_a_living_ones():
+    main = start_main("kill")
+    janitor_pid = int(main.stdout.readline())
+    path = FAKE.format(main.pid)
+    try:
+        assert os.path.exists(path)
+        os.kill(main.pid, signal.SIGKILL)
+        main.wait(10)
+        assert gone(path, 10), "the killed main process's CUDA IPC file was left in /dev/shm"
+        assert gone(f"/proc/{janitor_pid}", 10), "the janitor did not exit"
+    finally:
+        main.kill()
+        if os.path.exists(path):
+            os.unlink(path)
+
+    main = start_main("stop")
+    main.stdout.readline()
+    assert main.stdout.readline().strip() == "True", "the janitor removed a living main process's file"
+    assert main.wait(30) == 0
+
+
+def test_the_main_process_removes_its_own_file_at_exit_and_a_forked_child_does_not():
+    code = textwrap.dedent("""
+        import os
+        from nodes.weights import remove_cuda_ipc_file_at_exit
+        print(os.getpid(), flush=True)
+        open("/dev/shm/cuda.shm.0.%x.1" % os.getpid(), "w").close()
+        remove_cuda_ipc_file_at_exit()
+        child = os.fork()
+        if child == 0:
+            raise SystemExit(0)  # a normal exit of a forked child: atexit runs, the parent's file stays
+        os.waitpid(child, 0)
+        print(os.path.exists("/dev/shm/cuda.shm.0.%x.1" % os.getpid()), flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    pid, kept_after_child = proc.stdout.split()
+    assert kept_after_child == "True", "a forked child's exit removed its parent's file"
+    assert not os.path.exists(FAKE.format(int(pid))), "the main process left its CUDA IPC file at exit"
