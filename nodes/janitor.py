@@ -6,8 +6,9 @@ its stdin until EOF, which comes when the main process exits OR is SIGKILLed. Th
 every other member of the group (VizDoom engines ignore SIGTERM) and removes the /dev/shm
 segments of the VizDoom instances it saw (`+viz_instance_id` on the engine command line). If the
 pipe closed without STOP written first, the main process died (SIGKILL, or `os._exit`, which runs
-no atexit): the janitor then also removes the CUDA driver's file of it (`cuda_ipc_files`; at a
-normal exit the main process removes its own, nodes/weights.py).
+no atexit): the janitor then also removes the files of it that the CUDA driver and torch keep
+for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit torch removes its own and the
+main process the driver's, nodes/weights.py).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
 """
 import contextlib
@@ -29,6 +30,12 @@ def cuda_ipc_files(pid: int) -> list:
     never removes, not even at a clean exit (seen on an H100, driver 580; Sample Factory leaves it
     too)."""
     return glob.glob(f"/dev/shm/cuda.shm.*.{pid:x}.*")
+
+
+def torch_ipc_files(pid: int) -> list:
+    """/dev/shm/torch_<pid>_<n>_<m>: torch's reference counts for the CUDA tensors a process shares
+    (torch.multiprocessing), which torch removes at a clean exit only (seen on the H100)."""
+    return glob.glob(f"/dev/shm/torch_{pid}_*")
 
 
 def remove(paths) -> None:
@@ -102,7 +109,7 @@ def main() -> None:
         deadline = time.time() + 5
         while os.getppid() == parent and time.time() < deadline:
             time.sleep(0.05)  # its pipe closes before it is reaped
-        remove(cuda_ipc_files(parent))
+        remove(cuda_ipc_files(parent) + torch_ipc_files(parent))
 
 
 if __name__ == "__main__":

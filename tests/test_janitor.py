@@ -1,7 +1,9 @@
 """The CUDA driver's /dev/shm file of a process that shares memory by CUDA IPC handle (the learner's
-weights): left behind by the driver even at a clean exit (seen on an H100), so the main process
-removes its own at exit and the janitor removes a killed main process's. Faked here by name (no
-CUDA on this machine): what is tested is that the right file goes, and only when it should."""
+weights) is left behind even at a clean exit (seen on an H100), so the main process removes its own
+at exit; torch's reference-count files for shared CUDA tensors go at a clean exit only: the janitor
+removes both of a killed main process. Faked here by name (no CUDA on this machine): what is tested
+is that the right files go, and only when they should. On the H100 (2026-11-26, bd58f07): after a
+clean run /dev/shm was empty; after the main process was SIGKILLed only torch's file was left."""
 import os
 import signal
 import subprocess
@@ -18,11 +20,13 @@ MAIN = textwrap.dedent("""
     from nodes.processes import start_janitor, stop_janitor
     janitor = start_janitor()
     open("/dev/shm/cuda.shm.0.%x.1" % os.getpid(), "w").close()
+    open("/dev/shm/torch_%d_123_27" % os.getpid(), "w").close()
     print(janitor.pid, flush=True)
     if sys.argv[1] == "stop":
         stop_janitor(janitor)  # a normal stop: the main process lives on, so its file stays
         print(os.path.exists("/dev/shm/cuda.shm.0.%x.1" % os.getpid()), flush=True)
         os.unlink("/dev/shm/cuda.shm.0.%x.1" % os.getpid())
+        os.unlink("/dev/shm/torch_%d_123_27" % os.getpid())
     else:
         time.sleep(60)
 """)
@@ -42,17 +46,19 @@ def gone(path, within_s):
 def test_the_janitor_removes_a_killed_main_process_file_and_leaves_a_living_ones():
     main = start_main("kill")
     janitor_pid = int(main.stdout.readline())
-    path = FAKE.format(main.pid)
+    paths = [FAKE.format(main.pid), f"/dev/shm/torch_{main.pid}_123_27"]
     try:
-        assert os.path.exists(path)
+        assert all(os.path.exists(p) for p in paths)
         os.kill(main.pid, signal.SIGKILL)
         main.wait(10)
-        assert gone(path, 10), "the killed main process's CUDA IPC file was left in /dev/shm"
+        for path in paths:
+            assert gone(path, 10), f"the killed main process's {path} was left in /dev/shm"
         assert gone(f"/proc/{janitor_pid}", 10), "the janitor did not exit"
     finally:
         main.kill()
-        if os.path.exists(path):
-            os.unlink(path)
+        for path in paths:
+            if os.path.exists(path):
+                os.unlink(path)
 
     main = start_main("stop")
     main.stdout.readline()
