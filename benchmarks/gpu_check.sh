@@ -9,6 +9,10 @@
 #   bench_gpu   launch.bench on doom_basic, every core, train.device=cuda: simulate / sample / train
 #   bench_cpu   the same layout's train phase with train.device=cpu, on the same machine (the ratio)
 #   bench_fp32  the train phase on the GPU with train.precision=fp32 (bf16 is what auto picks)
+#   bench_batch128  the train phase on the GPU with sampler.batch_size=128 (a node's share of the
+#               world's batch at 8 nodes under sync.global_batch): does the learner's iteration shrink
+#               with its batch (then about the same frames/s as bench_gpu), or is it bound by kernel
+#               launches (then about 8x fewer)?
 #   det_*       sampler.mode=deterministic on the GPU: a Box env twice on one layout and once on
 #               another (tests/test_continuous_runs.py's recipe): the checksums say what repeats
 #   population  population.size=2 on the GPU (each member's own stream, feed and model on the device)
@@ -57,6 +61,8 @@ step tests 240 "$PY" -m pytest -q -p no:cacheprovider -rs -s --durations=0 tests
 step bench_gpu 150 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_gpu" "${BENCH[@]}" "train.device=$DEV"
 step bench_fp32 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_fp32" "${BENCH[@]}" "train.device=$DEV" \
   train.precision=fp32 "bench.modes=[async]"
+step bench_batch128 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_batch128" "${BENCH[@]}" "train.device=$DEV" \
+  sampler.batch_size=128 "bench.modes=[async]"
 step bench_cpu 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_cpu" "${BENCH[@]}" train.device=cpu "bench.modes=[async]"
 for run in det_1x8_a det_1x8_b; do
   step "$run" 90 "$PY" -m launch.train "hydra.run.dir=$RUNS/$run" "${PENDULUM[@]}" sampler.envs_per_worker=8
