@@ -93,6 +93,25 @@ def one_error_line(proc):
     return lines[0]
 
 
+def refusal(*argv):
+    """The one `error: ...` line `python -m launch.train ARGV` refuses with (exit code 2), from the
+    check the command runs before anything starts, called in this process: a subprocess per bad
+    value costs ~0.8 s (tests/test_config_validation.py runs a few through the real command)."""
+    import contextlib
+    import io
+
+    from launch.app import check
+    from launch.overrides import check_command
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:
+        check_command(list(argv), check)
+    assert exit_.value.code == 2, err.getvalue()
+    lines = [ln for ln in err.getvalue().splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err.getvalue()
+    return lines[0]
+
+
 def group_conf(group, name, **fields):
     """The `group` section (env, model, ...) that `group=name` selects, with fields replaced."""
     import dataclasses

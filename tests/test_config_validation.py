@@ -2,7 +2,7 @@
 import os
 
 import pytest
-from helpers import run_module
+from helpers import refusal, run_module
 
 CASES = [
     (["env=doom_nosuch"], "unknown env 'doom_nosuch' (available:"),
@@ -54,16 +54,24 @@ CASES = [
 
 
 @pytest.mark.parametrize("overrides,message", CASES, ids=[c[0][-1] for c in CASES])
-def test_bad_value_is_one_clear_line(tmp_path, overrides, message):
+def test_bad_value_is_one_clear_line(overrides, message):
+    """Each case through the check `python -m launch.train` runs first, in this process; the three
+    below go through the real command."""
+    assert message in refusal("hydra.run.dir=/nonexistent/run", *overrides)
+
+
+# one refusal of each kind (an unknown key before composing, a bad value, a bad env) as a user meets
+# it: the command's exit code and stderr, and nothing written
+@pytest.mark.parametrize("case", [CASES[0], CASES[3], CASES[23]], ids=lambda c: c[0][-1])
+def test_the_command_refuses_before_writing_anything(tmp_path, case):
+    overrides, message = case
     run_dir = str(tmp_path / "run")
     proc = run_module("launch.train", f"hydra.run.dir={run_dir}", *overrides, check=False, timeout=120)
     assert proc.returncode == 2, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("error: ") and message in lines[0], lines[0]
-    # nothing was trained: no checkpoint, no summary, no worker directory
-    assert not os.path.exists(os.path.join(run_dir, "checkpoints"))
-    assert not os.path.exists(os.path.join(run_dir, "summary.json"))
+    assert not os.path.exists(run_dir)  # no config.yaml, checkpoint, summary or worker directory
 
 
 def test_envs_per_worker_odd_is_fine_without_double_buffering(tmp_path):

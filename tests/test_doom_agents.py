@@ -11,7 +11,7 @@ import time
 
 import numpy as np
 import pytest
-from helpers import group_conf, one_error_line, read_until, run_module, start_train, summary
+from helpers import group_conf, one_error_line, read_until, refusal, run_module, start_train, summary
 
 from nodes.envs import check_env_config
 from nodes.envs.doom import _game
@@ -212,11 +212,8 @@ def test_sigkill_of_the_trainer_during_a_duel_leaves_no_player_engine_or_segment
 ])
 def test_a_bad_agent_match_is_one_line_before_any_process(tmp_path, overrides, message):
     before = _players()
-    proc = run_module("launch.train", f"hydra.run.dir={tmp_path}/run", *overrides, check=False, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and message in lines[0], proc.stderr
-    assert not (tmp_path / "run" / "checkpoints").exists() and not (_players() - before)
+    assert message in refusal(f"hydra.run.dir={tmp_path}/run", *overrides)
+    assert not (tmp_path / "run").exists() and not (_players() - before)  # the check started no engine
 
 
 def test_the_deathmatch_of_agents_and_bots_ends_every_players_match(tmp_path, monkeypatch):

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 import vizdoom as vzd
-from helpers import group_conf, run_module, train
+from helpers import group_conf, refusal, run_module, train
 
 from nodes.envs import check_env_config, doom_match, env_spec, make_env
 from nodes.errors import ConfigError
@@ -148,11 +148,8 @@ def test_bot_rosters_follow_their_skill():
     (["env=doom_duel_bots", "+env.pickups.ARMOUR=0.1"], "env.pickups: 'ARMOUR' is not a VizDoom game variable"),
 ])
 def test_a_match_the_map_cannot_host_is_one_line_before_any_process(tmp_path, overrides, message):
-    proc = run_module("launch.train", f"hydra.run.dir={tmp_path}/run", *overrides, check=False, timeout=120)
-    assert proc.returncode == 2, proc.stderr
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and message in lines[0], proc.stderr
-    assert not (tmp_path / "run" / "checkpoints").exists()
+    assert message in refusal(f"hydra.run.dir={tmp_path}/run", *overrides)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_bot_deathmatch_trains_and_reports_its_matches(tmp_path):

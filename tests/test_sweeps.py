@@ -5,7 +5,7 @@ import os
 
 import pytest
 import yaml
-from helpers import one_error_line, run_module, summary
+from helpers import one_error_line, refusal, run_module, summary
 
 TINY = ["env=gym", "model.fc_size=16", "model.hidden_size=16", "sampler.num_workers=1", "sampler.envs_per_worker=2",
         "sampler.batch_size=32", "train.max_env_frames=64", "sampler.pin_workers=false", "train.learner_threads=1"]
@@ -44,15 +44,27 @@ def test_every_sweep_form_runs_one_job_per_point(tmp_path):
         assert c["launcher"]["sbatch"] == ["--exclusive", "--mail-type=END"]
 
 
-@pytest.mark.parametrize("args,message", [
+SWEEP_CASES = [
     (["algo.lr=choice(1e-4,-1)"], "algo.lr must be > 0, got -1.0 (sweep point algo.lr=-1)"),
     (["seed=range(0,3)", "sampler.batch_size=32,36"], "sampler.batch_size (36) must be a positive multiple"),
     (["env=gym,doom_nosuch"], "unknown env 'doom_nosuch'"),
     (["algo.lr=interval(1e-4,1e-3)"], "interval() is sampled by a sweeper plugin"),
     (["algo.lr=choice(1e-4"], "cannot parse override 'algo.lr=choice(1e-4'"),
     (["hydra/sweeper=optuna", "algo.lr=interval(-1,0.1)"], "algo.lr must be > 0, got -1.0 (sweep point algo.lr=-1"),
-], ids=["bad-choice", "cross-key", "bad-option", "interval-basic", "grammar", "interval-optuna"])
+]
+
+
+@pytest.mark.parametrize("args,message", SWEEP_CASES,
+                         ids=["bad-choice", "cross-key", "bad-option", "interval-basic", "grammar", "interval-optuna"])
 def test_bad_value_inside_a_sweep_is_one_line_before_anything_runs(tmp_path, args, message):
+    """The check `python -m launch.train -m` runs before any job, in this process; the test below
+    runs one case through the real command."""
+    assert message in refusal("-m", f"hydra.sweep.dir={tmp_path}/sweep", *TINY, "sampler.rollout=8", *args)
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_a_bad_sweep_point_stops_the_command_before_a_job_starts(tmp_path):
+    args, message = SWEEP_CASES[1]
     sweep = tmp_path / "sweep"
     proc = run_module("launch.train", "-m", f"hydra.sweep.dir={sweep}", *TINY, "sampler.rollout=8", *args,
                       check=False, timeout=120)

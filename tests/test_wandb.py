@@ -9,7 +9,7 @@ import struct
 import subprocess
 
 import pytest
-from helpers import missing_dependency, one_error_line, run_module, summary
+from helpers import missing_dependency, one_error_line, refusal, run_module, summary
 
 try:
     from wandb.proto import wandb_internal_pb2 as pb
@@ -121,9 +121,8 @@ def test_a_sweep_logs_each_run_to_wandb_grouped_by_the_sweep_and_a_relaunch_resu
     (["logger=[wandb,wandb]"], "logger: each at most once"),
 ])
 def test_bad_logger_settings_are_one_line(tmp_path, overrides, message):
-    proc = run_module("launch.train", f"hydra.run.dir={tmp_path}/run", *overrides, check=False, timeout=120)
-    assert proc.returncode == 2 and message in one_error_line(proc)
-    assert not os.path.exists(tmp_path / "run" / "train.log")
+    assert message in refusal(f"hydra.run.dir={tmp_path}/run", *overrides)
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_wandb_that_does_not_import_is_one_line(tmp_path):
