@@ -71,6 +71,11 @@ def tool_failed(tool: str, exc: BaseException) -> int:
 def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, placement=None) -> int:
     """Train one node (one rank with `peers`, which it leaves at the end); the exit code.
     placement: where the rank runs (nodes.placement; the node finds it when not given)."""
+    from nodes.fork_server import ensure_fork_server
+    from nodes.signals import StopSignals
+
+    # the server imports torch and the workers' modules while this process imports the node's
+    ensure_fork_server(StopSignals(stop_signals))
     from nodes.node import Node
 
     clean = False  # every rank left after the same iteration (then rank 0 waits for the others)

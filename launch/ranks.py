@@ -7,8 +7,10 @@ from collections.abc import Sequence
 from launch.exits import report, run_node
 from nodes.config import Config
 from nodes.errors import ConfigError
+from nodes.fork_server import ensure_fork_server
 from nodes.placement import apply, here, use_device
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
+from nodes.signals import StopSignals
 
 log = logging.getLogger("launch")
 
@@ -16,6 +18,8 @@ log = logging.getLogger("launch")
 def run_rank(cfg: Config, world, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, rendezvous=None) -> int:
     """Train as `world.rank` (elastic: node `world.rank`, its rank found by the rendezvous, made
     here unless given); returns the process exit code."""
+    # the workers' fork server imports torch while this process forms the world (launch.exits.run_node)
+    ensure_fork_server(StopSignals(stop_signals))
     from sync.peers import DistPeers
 
     if cfg.sync.elastic and rendezvous is None:

@@ -35,12 +35,12 @@ from nodes.config import node_batch_size, slots_per_batch
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
 from nodes.evaluation import Evaluation
+from nodes.fork_server import ensure_fork_server
 from nodes.members import Members
 from nodes.membership import Membership
 from nodes.models import deterministic_kernels
 from nodes.peers import NO_SIGNAL, Peers, Solo
 from nodes.placement import Placement, apply, here, use_device
-from nodes.processes import ensure_fork_server
 from nodes.profile import LEARNER
 from nodes.run_record import RunRecord, members_line, to_cpu
 from nodes.run_state import RunState
@@ -88,7 +88,7 @@ class Node:
             deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals, vote=self.world > 1 or self.peers.elastic)
-        ensure_fork_server(self.signals)  # its imports run while this process makes the learners
+        ensure_fork_server(self.signals)  # a no-op after launch.exits.run_node; else its imports run meanwhile
         self.spec = env_spec(cfg.env)
         if cfg.population.size > 1:  # sampler.num_workers=auto is known only now
             need_envs_for(cfg.population.size, cfg.sampler.num_workers * cfg.sampler.envs_per_worker, cfg.env.agents)

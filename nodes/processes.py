@@ -8,7 +8,8 @@ reports an exception's traceback on the report queue before exiting non-zero.
 Workers start from a fork server (multiprocessing's forkserver) that imported torch and the
 worker modules once: a spawned worker imported them itself, about a second of CPU per worker,
 paid again by every node launch (and by the test suite's few hundred launches). The node starts
-the server as it is made, so that its imports run beside the main process's own. What a spawned
+the server before it imports torch (nodes.fork_server), so that the server's imports run beside
+the main process's own. What a spawned
 worker got from the main process at its start, a forked one gets as a spawned one did: the
 environment and working directory are sent with each start and set first (the server's are
 those of its own start), and the server is started with the stop signals blocked, a mask every
@@ -44,6 +45,7 @@ from nodes import janitor as janitor_script
 from nodes.buffers import Control, allocate
 from nodes.config import in_rounds
 from nodes.errors import Stopped, WorkerFailed
+from nodes.fork_server import ensure_fork_server, start_context
 from nodes.policy_worker import run_policy_worker
 from nodes.rollout_worker import run_rollout_worker
 from nodes.signals import StopSignals
@@ -89,36 +91,10 @@ class Channels:
                    [Queue(1 << 20) for _ in range(members)], Queue(1 << 20), Queue(1 << 22))
 
 
-# what the fork server imports once for every worker it forks (the main module is added: a worker
-# re-runs it as __mp_main__, cheap once its imports are loaded). nodes.processes first: the
-# warning filter below is set in the server, and its workers inherit it
-PRELOAD = ["nodes.processes", "torch", "nodes.rollout_worker", "nodes.policy_worker", "nodes.evaluation"]
-
 # A forked worker re-runs the main module (launch.node, launch.train) by name while the server's
 # preload already imported it, and runpy warns about exactly that ("found in sys.modules after
 # import of package ... may result in unpredictable behaviour"): expected here, every worker, once
 warnings.filterwarnings("ignore", message=r".*found in sys\.modules after import of package", category=RuntimeWarning)
-
-
-def start_context():
-    """The multiprocessing context workers start from: the fork server, started on first use
-    (see the module's docstring; WorkerPool.start starts it with the signals blocked)."""
-    ctx = mp.get_context("forkserver")
-    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
-    ctx.set_forkserver_preload(PRELOAD + ([main] if main and main != "__main__" else []))
-    return ctx
-
-
-def ensure_fork_server(signals: StopSignals) -> None:
-    """Start the fork server now, with `signals` blocked (its workers inherit the mask), without
-    waiting for its imports; a no-op once it runs."""
-    from multiprocessing import forkserver
-    # multiprocessing starts its resource tracker first, and starting the tracker unblocks SIGINT
-    # and SIGTERM in this thread: start it before blocking, or the server would take SIGTERM
-    resource_tracker.ensure_running()
-    with signals.blocked():
-        start_context()
-        forkserver.ensure_running()
 
 
 def boot_worker(pgid: int, cpu: int | None, gpu: bool = True) -> None:

@@ -38,8 +38,10 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-import torch.distributed as dist
+if TYPE_CHECKING:
+    import torch.distributed as dist
 
 CLOSED = "|"  # then the members chosen, "|0.1.3"
 POLL_S = 0.05
@@ -100,6 +102,8 @@ class Rendezvous:
         how many nodes the first generation waits for (the launched count)."""
         self.path = store_path(run_dir)
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        import torch.distributed as dist
+
         self.store = dist.FileStore(self.path, -1)
         self.settle_s, self.timeout_s = settle_s, timeout_s
         self.min_nodes, self.max_nodes, self.first_size = min_nodes, max_nodes, first_size
@@ -262,5 +266,7 @@ def _ignore_stop_signals() -> None:
 
 
 def store_client(gen: Generation, timeout_s: float) -> dist.TCPStore:
+    import torch.distributed as dist
+
     return dist.TCPStore(gen.store_addr, gen.store_port, len(gen.members), is_master=False,
                          timeout=timedelta(seconds=timeout_s))
