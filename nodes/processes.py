@@ -7,16 +7,15 @@ reports an exception's traceback on the report queue before exiting non-zero.
 
 Workers start from a fork server (multiprocessing's forkserver) that imported torch and the
 worker modules once: a spawned worker imported them itself, about a second of CPU per worker,
-paid again by every node launch (and by the test suite's few hundred launches). The node starts
+paid again by every node launch (and by the test suite's few hundred launches). A launch starts
 the server before it imports torch (nodes.fork_server), so that the server's imports run beside
-the main process's own. What a spawned
-worker got from the main process at its start, a forked one gets as a spawned one did: the
-environment and working directory are sent with each start and set first (the server's are
-those of its own start), and the server is started with the stop signals blocked, a mask every
-worker inherits. A worker that must not see a GPU hides it itself (CUDA_VISIBLE_DEVICES="", read
-when CUDA is first used, which the server never does). The server exits when this process does,
-and a worker's parent is the server: PR_SET_PDEATHSIG still ends it, since the server ends with
-us (and the janitor kills the group whatever happens).
+the main process's own. What a spawned worker got from the main process at its start, a forked
+one gets as a spawned one did: the environment and working directory are sent with each start
+and set first (the server's are those of its own start), and the server is started with the stop
+signals blocked, a mask every worker inherits. A worker that must not see a GPU hides it itself
+(CUDA_VISIBLE_DEVICES="", read when CUDA is first used, which the server never does). The server
+exits when this process does, and a worker's parent is the server: PR_SET_PDEATHSIG still ends
+it, since the server ends with us (and the janitor kills the group whatever happens).
 """
 from __future__ import annotations
 
