@@ -13,11 +13,18 @@
 #               world's batch at 8 nodes under sync.global_batch): does the learner's iteration shrink
 #               with its batch (then about the same frames/s as bench_gpu), or is it bound by kernel
 #               launches (then about 8x fewer)?
+#   bench_async the train phase on the GPU alone (bf16, the default 1,024-sample batch): the baseline
+#               bench_batch128 is read against, measured right before it
 #   det_*       sampler.mode=deterministic on the GPU: a Box env twice on one layout and once on
 #               another (tests/test_continuous_runs.py's recipe): the checksums say what repeats
 #   population  population.size=2 on the GPU (each member's own stream, feed and model on the device)
+#   atari_pong  env=atari_pong as a user starts it on a GPU node (sampler.num_workers=auto, the Atari
+#               preset otherwise) for ATARI_S seconds: frames/s, the score at each million frames and
+#               the first +18 (launch.curves); its logs, tb/ and eval.jsonl land in OUT_DIR/atari_pong/
 #
-# PYTHON (python3) runs everything; SECONDS_PER_PHASE (12) and WARMUP_S (6) size the benchmarks;
+# STEPS (all of them) names the steps to run, e.g. STEPS="bench_async bench_batch128 atari_pong".
+# PYTHON (python3) runs everything; SECONDS_PER_PHASE (12) and WARMUP_S (6) size the benchmarks,
+# ATARI_S (240) the Pong run;
 # DEVICE=cpu walks the same steps on a machine without a GPU (to check this script).
 set -u
 OUT_DIR=${1:-/tmp/gpu_check}
@@ -25,13 +32,18 @@ PY=${PYTHON:-python3}
 DEV=${DEVICE:-cuda}
 SECS=${SECONDS_PER_PHASE:-12}
 WARM=${WARMUP_S:-6}
+ATARI_S=${ATARI_S:-240}
+STEPS=${STEPS:-tests bench_gpu bench_fp32 bench_async bench_batch128 bench_cpu det_1x8_a det_1x8_b det_2x4 population atari_pong}
 RUNS=$(mktemp -d /tmp/gpu_check_runs.XXXX)
 mkdir -p "$OUT_DIR"
 cd "$(dirname "$0")/.."
 
-step() {  # step NAME LIMIT_S COMMAND...
+wanted() { [[ " $STEPS " == *" $1 "* ]]; }
+
+step() {  # step NAME LIMIT_S COMMAND...: runs only when STEPS names it
   local name=$1 limit=$2 t0=$SECONDS
   shift 2
+  wanted "$name" || return 0
   timeout -k 10 "$limit" "$@" >"$OUT_DIR/$name.log" 2>&1
   local rc=$?
   echo "== $name: rc=$rc, $((SECONDS - t0)) s"
@@ -39,6 +51,7 @@ step() {  # step NAME LIMIT_S COMMAND...
 }
 
 summary_of() {  # the figures of one run's summary.json
+  [ -f "$1/summary.json" ] || return 0
   "$PY" -c "import json,sys; s=json.load(open(sys.argv[1]+'/summary.json')); \
 print({k: s.get(k) for k in ('outcome','env_frames','policy_version','fps','param_checksums','mean_episode_reward')})" "$1"
 }
@@ -61,6 +74,8 @@ step tests 240 "$PY" -m pytest -q -p no:cacheprovider -rs -s --durations=0 tests
 step bench_gpu 150 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_gpu" "${BENCH[@]}" "train.device=$DEV"
 step bench_fp32 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_fp32" "${BENCH[@]}" "train.device=$DEV" \
   train.precision=fp32 "bench.modes=[async]"
+step bench_async 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_async" "${BENCH[@]}" "train.device=$DEV" \
+  "bench.modes=[async]"
 step bench_batch128 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_batch128" "${BENCH[@]}" "train.device=$DEV" \
   sampler.batch_size=128 "bench.modes=[async]"
 step bench_cpu 60 "$PY" -m launch.bench "hydra.run.dir=$RUNS/bench_cpu" "${BENCH[@]}" train.device=cpu "bench.modes=[async]"
@@ -75,4 +90,12 @@ step population 90 "$PY" -m launch.train "hydra.run.dir=$RUNS/population" env=gy
   sampler.batch_size=128 train.status_every_s=1 population.size=2 train.max_env_frames=8000 "train.device=$DEV"
 summary_of "$RUNS/population"
 grep -h -E "ready on|device|precision" "$RUNS"/population/train*.log 2>/dev/null | head -n 4
+step atari_pong $((ATARI_S + 90)) "$PY" -m launch.train "hydra.run.dir=$OUT_DIR/atari_pong" env=atari_pong \
+  "train.device=$DEV" sampler.num_workers=auto "train.max_seconds=$ATARI_S"
+if wanted atari_pong; then
+  summary_of "$OUT_DIR/atari_pong"
+  grep -h -E "layout|workers|batch" "$OUT_DIR"/atari_pong/train*.log 2>/dev/null | head -n 3
+  "$PY" -m launch.curves "$OUT_DIR/atari_pong" --every 1000000 --threshold 18 2>&1 | tail -n 14
+  rm -rf "$OUT_DIR/atari_pong/checkpoints"
+fi
 rm -rf "$RUNS"
