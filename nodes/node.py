@@ -208,7 +208,8 @@ class Node:
         next_status, next_ckpt = time.time() + t.status_every_s, time.time() + t.checkpoint_every_s
         log.info("training: %d rollout workers x %d envs, %d policy worker(s), learner %d thread(s), batch %d, "
                  "rollout %d, %s%s", s.num_workers, s.envs_per_worker, s.num_policy_workers, torch.get_num_threads(),
-                 s.batch_size, s.rollout, t.precision, f", rank {self.rank} of {self.world}" if self.world > 1 else "")
+                 slots_per_batch(s) * s.rollout, s.rollout, t.precision,  # rounds: every env's rollout, not batch_size
+                 f", rank {self.rank} of {self.world}" if self.world > 1 else "")
         # a vote (a signal during start-up included) rides in the first all-reduce: only the frame
         # budget, the same on every rank, may end the run before it
         stop = self._frames_done() if self.signals.vote else bool(self._stop_vote()) or self._frames_done()

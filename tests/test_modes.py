@@ -20,11 +20,13 @@ def lag_lines(run_dir, log="train.log"):
 
 
 def test_sync_mode_trains_with_policy_lag_zero(run_dir):
-    train(run_dir, *FAST_GYM, "sampler.mode=sync", "train.max_env_frames=20000", timeout=180)
+    # sampler.batch_size is not what a round learns on (a batch is every env's rollout)
+    train(run_dir, *FAST_GYM, "sampler.mode=sync", "sampler.batch_size=64", "train.max_env_frames=20000", timeout=180)
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["policy_lag_mean"] == 0.0
-    # a batch is every env's rollout: 2 workers x 4 envs x 16 steps
+    # a batch is every env's rollout: 2 workers x 4 envs x 16 steps, and the log says so
     assert s["env_frames"] // s["policy_version"] == 2 * 4 * 16
+    assert re.search(r"training: .* batch 128, rollout 16", open(os.path.join(run_dir, "train.log")).read())
     lines = lag_lines(run_dir)
     assert lines and all(mean == "0.00" and mx == "0" for mean, mx in lines), lines
     assert s["mean_episode_reward"] > 30  # CartPole: random play is about 22
