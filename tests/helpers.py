@@ -1,5 +1,6 @@
 """Test helpers: configs composed from conf/ the way users get them, and the real entry points
 run as subprocesses, the way a user runs them."""
+import glob
 import json
 import os
 import re
@@ -117,3 +118,15 @@ def group_conf(group, name, **fields):
     import dataclasses
 
     return dataclasses.replace(getattr(compose(f"{group}={name}"), group), **fields)
+
+
+def world_sizes(run_dir):
+    """The membership/world_size scalars of every TensorBoard file in the run (all writers')."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    sizes = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "tb", "events.*"))):
+        acc = EventAccumulator(path, size_guidance={"scalars": 0})
+        acc.Reload()
+        if "membership/world_size" in acc.Tags()["scalars"]:
+            sizes += [(e.step, int(e.value)) for e in acc.Scalars("membership/world_size")]
+    return [size for _, size in sorted(sizes)]

@@ -1,11 +1,14 @@
-"""launch.chaos (the chaos soak) in small: three nodes on emulated hosts, the store's host killed,
-then a node joins; the report names both faults and every end check passes. The 30-minute soak
+"""launch.chaos (the chaos soak) in small: three nodes on emulated hosts, the store's host killed
+(rank 0, the writer: a survivor takes over writing), then a node joins; the report names both
+faults and every end check passes. The 30-minute soak
 itself is a benchmark (docs/several-nodes.md)."""
 import json
 import os
 
 import pytest
-from helpers import FAST_GYM, one_error_line, run_module
+from helpers import FAST_GYM, one_error_line, run_module, summary, world_sizes
+
+from nodes import checkpoint as ckpt
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 
@@ -37,6 +40,15 @@ def test_a_small_soak_survives_the_store_host_killed_and_a_join(tmp_path):
         "every node ended with the run or by a kill", "nothing left running",
         "no namespace, bridge or /dev/shm entry left"]
     assert all(c["ok"] for c in report["checks"]) and "PASS  the survivors agree" in proc.stdout
+    # the writer moved: a survivor wrote the summary, the last checkpoint (its final version) and
+    # TensorBoard from there on (node 0's event file, then the new writer's)
+    s = summary(run)
+    assert s["outcome"] == "finished" and s["node"] in (1, 2), s["node"]
+    changes = s["membership"]
+    assert [c["world_size"] for c in changes] == [3, 2, 3] and changes[1]["left"] == [0] and changes[2]["joined"]
+    assert changes[2]["env_frames"] > changes[1]["env_frames"] > 0  # trained as a world of 2 in between
+    assert ckpt.load(ckpt.latest(str(run)))["policy_version"] == s["policy_version"]
+    assert world_sizes(str(run)) == [3, 2, 3]
 
 
 @pytest.mark.parametrize("overrides,message", [

@@ -1,7 +1,6 @@
 """sync.elastic: real node processes on this machine, real gloo groups. A node is SIGKILLed, frozen
 (SIGSTOP) or started late; the others re-form their world and finish the run with identical
 parameters (nodes.node `_regroup`, sync.peers `regroup`/`share`, sync.rendezvous)."""
-import glob
 import os
 import re
 import signal
@@ -10,8 +9,7 @@ import sys
 import threading
 import time
 
-from helpers import ROOT, start_train, summary, train
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from helpers import ROOT, start_train, summary, train, world_sizes
 
 from nodes import checkpoint as ckpt
 
@@ -73,17 +71,6 @@ def no_leftovers(run_dir):
     assert not left.strip(), f"processes left behind: {left}"
 
 
-def world_sizes(run_dir):
-    """The membership/world_size scalars of every TensorBoard file in the run (all writers')."""
-    sizes = []
-    for path in sorted(glob.glob(os.path.join(run_dir, "tb", "events.*"))):
-        acc = EventAccumulator(path, size_guidance={"scalars": 0})
-        acc.Reload()
-        if "membership/world_size" in acc.Tags()["scalars"]:
-            sizes += [(e.step, int(e.value)) for e in acc.Scalars("membership/world_size")]
-    return [size for _, size in sorted(sizes)]
-
-
 def test_killed_node_is_dropped_and_a_late_node_joins(run_dir):
     """SIGKILL node 1 of 3: nodes 0 and 2 go on within seconds as a world of 2; then a node started
     by hand joins (id 3); all three finish with identical parameters and the frames reach the target."""
@@ -113,29 +100,8 @@ def test_killed_node_is_dropped_and_a_late_node_joins(run_dir):
     no_leftovers(run_dir)
 
 
-def test_rank_0_killed_the_writer_moves_and_the_other_two_finish_identical(run_dir):
-    """SIGKILL node 0 (rank 0: the generation's store host and the writer): nodes 1 and 2 go on;
-    node 1 becomes rank 0 and writes the checkpoints, TensorBoard and summary."""
-    target = 30_000  # killed at once: the survivors train (and checkpoint) for most of it
-    proc, out, pids = start(run_dir, f"train.max_env_frames={target}", "train.checkpoint_every_s=2")
-    os.kill(pids[0], signal.SIGKILL)
-    killed = time.time()
-    out.wait_for(r"world changed: 3 -> 2 nodes \(left \[0\]", 60)
-    assert proc.wait(240) == 0, out.text()[-3000:]
-    s = summary(run_dir)
-    assert s["outcome"] == "finished" and s["env_frames"] >= target and s["node"] == 1 and s["nodes"] == 2
-    assert len(s["param_checksums"]) == 2 and len(set(s["param_checksums"])) == 1
-    # node 0 left first; the world ends as nodes 1 and 2 (a survivor that noticed the loss more than
-    # sync.settle_s after the other would have rejoined through a second change)
-    changes = s["membership"]
-    assert changes[1]["left"][0] == 0 and changes[-1]["nodes"] == [1, 2]
-    # seconds here, but with a spread: over 9 runs a survivor noticed rank 0's loss 0.3 to 14.6 s
-    # after the kill (a cause not found yet: see docs/limitations.md)
-    assert changes[1]["next_iteration"] - killed < 30
-    assert "frames" in open(os.path.join(run_dir, "train_rank1.log")).read().split("world changed: 3 ->")[1]
-    assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]  # node 1's checkpoint
-    assert world_sizes(run_dir)[:1] == [3] and world_sizes(run_dir)[-1] == 2  # node 0's event file, then node 1's
-    no_leftovers(run_dir)
+# rank 0 killed (the generation's store host and the writer: the writer moves to a survivor) is the
+# chaos soak's first fault, on emulated hosts: tests/test_chaos.py
 
 
 def test_frozen_node_is_dropped_and_the_others_finish_identical(run_dir):
