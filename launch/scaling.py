@@ -19,13 +19,13 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
 3. fit: the ring all-reduce t(p, n) = 2(p-1) alpha + 2(p-1)/p n beta (n bytes), least squares on
    the relative residuals (each point weighted by 1/t, so latency points count as much as
    bandwidth ones).
-4. prediction for NODES x LINKS_GBPS, with the CPU iteration of 1 and the GPU iteration assumed
-   (bench.gpu_iteration_s): sync per iteration = the gradient all-reduce (with the running norms'
-   moments, the sample count and the stop votes in the same buffer) + the stats-row all-gather every
-   sync.stats_every iterations + the checksum all-gather every sync.check_every iterations (both
-   amortised), each with the ring's latency and
-   bandwidth terms, where alpha = the gloo software latency fitted in 3 + LINK_LATENCY_S of the
-   link, and beta = 8 / (link bits per s).
+4. prediction for NODES x LINKS_GBPS, with the CPU iteration of 1 and the GPU iteration given
+   (bench.gpu_iteration_s, measured on an H100; the same at every node's share): sync per
+   iteration = the gradient all-reduce (with the running norms' moments, the sample count and the
+   stop votes in the same buffer) + the stats-row all-gather every sync.stats_every iterations +
+   the checksum all-gather every sync.check_every iterations (both amortised), each with the ring's
+   latency and bandwidth terms, where alpha = the gloo software latency fitted in 3 +
+   LINK_LATENCY_S of the link, and beta = 8 / (link bits per s).
    The gradient all-reduce follows the backward (never overlapped with it), so sync share =
    sync / (iteration + sync) and efficiency = iteration / (iteration + sync), as if the learner
    were the node's bottleneck.
@@ -125,7 +125,9 @@ def scaling(obj) -> None:
     alone = {p: fit_ring([x for x in points if x[0] == p]).alpha_s for p in ranks} if len(ranks) > 1 else {}
     report.print_allreduce(ranks, sizes, measured, fit, alone, b.scaling_repeats, cores)
     report.print_model(lf, fit, b.gpu_iteration_s, split=len(cpu_at) > 1)
-    rows = predict({"cpu": cpu_at.__getitem__, "gpu": lambda samples: b.gpu_iteration_s * samples / (n * t)},
+    # a GPU's iteration does not shrink with the node's share: on an H100 the default step took 43 ms
+    # on 128 samples and ~45 ms on 1,024, bound by kernel launches (docs/gpu.md)
+    rows = predict({"cpu": cpu_at.__getitem__, "gpu": lambda samples: b.gpu_iteration_s},
                    lf.traffic, fit.alpha_s, node_batch)
     report.print_predicted(rows)
     links = [on_link(link, ranks, sizes, b.scaling_repeats, obj.sync, fit) for link in b.scaling_links]

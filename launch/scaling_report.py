@@ -75,7 +75,7 @@ def print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float, split:
     if split:
         print("  sync.global_batch=true (the default): each node learns on its share of the world's batch "
               "(the table's batch column), the CPU iteration measured at each share above; the GPU iteration "
-              "assumed proportional to the node's batch (the shortest it could be: the largest sync share)")
+              "assumed the same at every share (bound by kernel launches, as measured on an H100)")
     print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)} (with the running-norm "
           f"moments); stats row {tr.stats_row_bytes} B per rank every "
           f"{tr.stats_every} iterations (all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} "

@@ -305,15 +305,13 @@ class BenchConfig:
     # launch.scaling: the same all-reduces again on emulated hosts (launch.hosts, as root), one rank
     # per host, every link shaped to each of these rates (100mbit, 1gbit, ...), against the model
     scaling_links: list[str] = field(default_factory=list)
-    # launch.scaling: the learner's iteration on a GPU, assumed. On the one GPU this has run on (an
-    # H100, docs/gpu.md) the default step took about 45 ms, bound by kernel launches, and a
-    # 128-sample share about as long (43 ms, 2026-11-27), where the model shrinks it with the
-    # node's share: its GPU rows with the split (sync.global_batch) are a best case. The
-    # default layout's step (doom_basic, model=simplified, 32 x 32 samples) is 60 GFLOP of matmuls and
-    # convolutions, forward and backward (torch's FlopCounterMode; launch.scaling prints it for any
-    # model): 10 ms is 6 TFLOP/s achieved, a modest rate since its convolutions are small and its
-    # 33-step GRU unroll is a chain of small sequential kernels each way
-    gpu_iteration_s: float = 0.01
+    # launch.scaling: the learner's iteration on a GPU, the same at every node's share of the batch.
+    # Measured on the one GPU this has run on (an H100, docs/gpu.md): the default layout's step
+    # (doom_basic, model=simplified, 32 x 32 samples: 60 GFLOP of matmuls and convolutions, forward
+    # and backward) took about 45 ms, and 43 ms on a 128-sample share: bound by kernel launches (its
+    # 33-step GRU unroll is a chain of small sequential kernels each way), not by arithmetic (1.3
+    # TFLOP/s achieved). Set it for another model or GPU
+    gpu_iteration_s: float = 0.045
 
 
 @dataclass
