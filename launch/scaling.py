@@ -56,7 +56,7 @@ from launch.exits import tool_failed
 from launch.overrides import check_command, refuse
 from launch.scaling_harness import allreduce_sizes, batch_shape, measure_allreduce, measure_learner
 from launch.scaling_model import NODES, fit_ring, link_beta, predict, ring_allreduce_s
-from nodes.config import in_rounds, node_batch_size
+from nodes.config import in_rounds, node_batch_size, splits_batch
 from nodes.errors import ConfigError, Stopped, need
 
 
@@ -115,7 +115,8 @@ def scaling(obj) -> None:
     report.print_header(obj, ranks, n, t, cores, load)
     lf = measure_learner(obj)
     report.print_learner(lf)
-    node_batch, cpu_at = split_batches(obj, n * t, lf.iteration_s)
+    cpu_batch, cpu_at = split_batches(obj, n * t, lf.iteration_s)
+    gpu_batch = node_batches(obj, n * t, "cuda")
     sizes = allreduce_sizes(lf.traffic.grad_bytes // 4)  # the whole buffer the nodes all-reduce
     measured = measure_allreduce(ranks, [f for _, f in sizes], b.scaling_repeats, obj.sync)
     points = [(p, 4 * f, sec) for p in ranks for (_, f), sec in zip(sizes, measured[p])]
@@ -124,11 +125,12 @@ def scaling(obj) -> None:
     fit = fit_ring([x for x in points if x[0] <= cores] or points)
     alone = {p: fit_ring([x for x in points if x[0] == p]).alpha_s for p in ranks} if len(ranks) > 1 else {}
     report.print_allreduce(ranks, sizes, measured, fit, alone, b.scaling_repeats, cores)
-    report.print_model(lf, fit, b.gpu_iteration_s, split=len(cpu_at) > 1)
+    split = [d for d, at in (("CPU", cpu_batch), ("GPU", gpu_batch)) if at(max(NODES)) != n * t]
+    report.print_model(lf, fit, b.gpu_iteration_s, split)
     # a GPU's iteration does not shrink with the node's share: on an H100 the default step took 43 ms
     # on 128 samples and ~45 ms on 1,024, bound by kernel launches (docs/gpu.md)
-    rows = predict({"cpu": cpu_at.__getitem__, "gpu": lambda samples: b.gpu_iteration_s},
-                   lf.traffic, fit.alpha_s, node_batch)
+    rows = (predict({"cpu": cpu_at.__getitem__}, lf.traffic, fit.alpha_s, cpu_batch)
+            + predict({"gpu": lambda samples: b.gpu_iteration_s}, lf.traffic, fit.alpha_s, gpu_batch))
     report.print_predicted(rows)
     links = [on_link(link, ranks, sizes, b.scaling_repeats, obj.sync, fit) for link in b.scaling_links]
     for link in links:
@@ -136,17 +138,20 @@ def scaling(obj) -> None:
     report.print_result(load, cores, lf, points, fit, alone, b.gpu_iteration_s, rows, links, cpu_at)
 
 
+def node_batches(obj, batch: int, device: str) -> Callable[[int], int]:
+    """Each node's batch in samples on p nodes computing on `device`: its share of the world's
+    `batch` (nodes.config.node_batch_size) where sync.global_batch splits it on that device
+    (nodes.config.splits_batch: auto on CPUs, not on GPUs) and not in rounds, else the whole batch."""
+    if splits_batch(obj.sync.global_batch, device) and not in_rounds(obj.sampler):
+        return lambda p: node_batch_size(obj.sampler, p, True)
+    return lambda p: batch
+
+
 def split_batches(obj, batch: int, iteration_s: float) -> tuple[Callable[[int], int], dict[int, float]]:
-    """Each node's batch in samples on p nodes, and the CPU learner's iteration at each of those
-    batches (measured here, the configured one's given). With sync.global_batch (the default, and
-    not in rounds) a node learns on its share of the world's batch (nodes.config.node_batch_size):
-    one learner measurement more for each share the predicted node counts give."""
-    if obj.sync.global_batch and not in_rounds(obj.sampler):
-        def node_batch(p: int) -> int:
-            return node_batch_size(obj.sampler, p, True)
-    else:
-        def node_batch(p: int) -> int:
-            return batch
+    """Each CPU node's batch in samples on p nodes (node_batches), and the CPU learner's iteration
+    at each of those batches (measured here, the configured one's given): one learner measurement
+    more for each share the predicted node counts give."""
+    node_batch = node_batches(obj, batch, "cpu")
     iterations = {batch: iteration_s}
     for samples in sorted({node_batch(p) for p in NODES} - set(iterations), reverse=True):
         lf = measure_learner(obj, samples // obj.sampler.rollout)

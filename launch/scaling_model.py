@@ -13,8 +13,9 @@ latency and bandwidth terms, where alpha = the software latency (gloo's, fitted;
 for the gradient on GPU rows) + LINK_LATENCY_S of the link, and beta = 8 / (link bits per s). The
 gradient all-reduce follows the backward (never overlapped with it), so sync share = sync /
 (iteration + sync) and efficiency = iteration / (iteration + sync), as if the learner were the
-node's bottleneck. With sync.global_batch (the default) each node learns on its share of the
-world's batch (`node_batch`): more nodes, a shorter iteration, a larger sync share.
+node's bottleneck. Where sync.global_batch splits the world's batch (auto, the default: on CPU
+nodes) each node learns on its share of it (`node_batch`): more nodes, a shorter iteration, a
+larger sync share.
 
 The ring's latency term grows linearly in the nodes; NCCL uses trees at that scale, so at 256 nodes
 this model is pessimistic for latency.

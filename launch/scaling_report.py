@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict
 
 from launch.scaling_harness import LearnerFigures
@@ -69,13 +70,14 @@ def print_allreduce(ranks, sizes, measured, fit: RingFit, alone: dict[int, float
               "for a core")
 
 
-def print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float, split: bool = False) -> None:
-    """What each node sends, what is assumed, and what the model leaves out."""
+def print_model(lf: LearnerFigures, fit: RingFit, gpu_iteration_s: float, split: Sequence[str] = ()) -> None:
+    """What each node sends, what is assumed, and what the model leaves out. split: the devices
+    ("CPU", "GPU") whose rows split the world's batch (sync.global_batch)."""
     tr = lf.traffic
     if split:
-        print("  sync.global_batch=true (the default): each node learns on its share of the world's batch "
-              "(the table's batch column), the CPU iteration measured at each share above; the GPU iteration "
-              "assumed the same at every share (bound by kernel launches, as measured on an H100)")
+        print(f"  sync.global_batch: {' and '.join(split)} nodes each learn on their share of the world's batch (the "
+              "table's batch column; auto, the default: CPU nodes only), the CPU iteration measured at each share "
+              "above; the GPU iteration the same at every share (bound by kernel launches, as measured on an H100)")
     print(f"  per iteration and node: gradient all-reduce {_bytes(tr.grad_bytes)} (with the running-norm "
           f"moments); stats row {tr.stats_row_bytes} B per rank every "
           f"{tr.stats_every} iterations (all-gather); checksum {tr.checksum_bytes} B every {tr.check_every} "

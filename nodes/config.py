@@ -222,8 +222,11 @@ class SyncConfig:
     # learning on its share (whole rollouts, at least one; the async sampler's batch: rounds are one
     # round of every env), so N nodes take about as many steps per frame as one node, at N times
     # the all-reduces per frame. false: each node's batch is batch_size, and N nodes need more
-    # frames to a score (docs/several-nodes.md#batch-size-and-learning-rate)
-    global_batch: bool = True
+    # frames to a score. auto: true on CPU nodes, whose learner's iteration shrinks with its batch,
+    # false with train.device=cuda, whose iteration does not (bound by kernel launches: 43 ms on
+    # 128 samples, ~45 on 1,024 on an H100), so the split would leave N GPU nodes at about one
+    # node's speed (docs/several-nodes.md#batch-size-and-learning-rate)
+    global_batch: Any = "auto"
     # 0: a free port (the local spawner's; in a Slurm step, the one rank 0 publishes in the run dir)
     master_port: int = 0
     # Elastic membership (sync/rendezvous.py): a lost node costs the others one re-formed world,
@@ -413,6 +416,12 @@ def slots_per_batch(s: Any) -> int:
     """Trajectories per learner batch: batch_size / rollout, or one per env in rounds."""
     assert s.num_workers != "auto", "num_workers=auto is resolved where the rank starts (nodes.placement)"
     return s.num_workers * s.envs_per_worker if in_rounds(s) else s.batch_size // s.rollout
+
+
+def splits_batch(global_batch: Any, device: str) -> bool:
+    """sync.global_batch resolved for a node computing on `device` (train.device): auto splits the
+    world's batch on CPUs and not on GPUs."""
+    return not device.startswith("cuda") if global_batch == "auto" else bool(global_batch)
 
 
 def node_batch_size(s: Any, nodes: int, global_batch: bool) -> int:

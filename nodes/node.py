@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from nodes.config import node_batch_size, slots_per_batch
+from nodes.config import node_batch_size, slots_per_batch, splits_batch
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
 from nodes.evaluation import Evaluation
@@ -83,7 +83,8 @@ class Node:
         self.placement = placement or here(cfg, solo=self.world == 1)
         apply(cfg, self.placement)
         # sync.global_batch: this node learns on its share of the world's batch (cfg is this rank's own copy)
-        cfg.sampler.batch_size = node_batch_size(cfg.sampler, cfg.nodes, cfg.sync.global_batch)
+        cfg.sampler.batch_size = node_batch_size(cfg.sampler, cfg.nodes,
+                                                 splits_batch(cfg.sync.global_batch, cfg.train.device))
         if cfg.sampler.mode == "deterministic":
             deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)

@@ -119,6 +119,8 @@ def validate(cfg: Any) -> None:
     need(y.backend in ("auto", "gloo", "nccl"), f"sync.backend must be auto, gloo or nccl, got '{y.backend}'")
     need(y.backend != "nccl" or t.device.startswith("cuda"), "sync.backend=nccl needs train.device=cuda")
     need(y.grad_dtype in ("fp32", "bf16"), f"sync.grad_dtype must be fp32 or bf16, got '{y.grad_dtype}'")
+    need(isinstance(y.global_batch, bool) or y.global_batch == "auto",
+         f"sync.global_batch must be true, false or auto, got '{y.global_batch}'")
     _validate_population(cfg)
     _validate_loggers(cfg)
     need(cfg.eval.every_frames >= 0, f"eval.every_frames must be >= 0 (0: no evaluation), got {cfg.eval.every_frames}")

@@ -13,6 +13,7 @@ CASES = [
     (["model.encoder=dqn"], "model.encoder must be auto, conv, nature, impala or mlp, got 'dqn'"),
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
     (["sync.grad_dtype=fp16"], "sync.grad_dtype must be fp32 or bf16, got 'fp16'"),
+    (["sync.global_batch=maybe"], "sync.global_batch must be true, false or auto, got 'maybe'"),
     (["algo.lr_schedule=cosine"], "algo.lr_schedule must be constant or linear, got 'cosine'"),
     (["algo.lr_scaling=square"], "algo.lr_scaling must be one of none, sqrt, linear, got 'square'"),
     (["algo.lr_schedule=linear", "train.max_env_frames=0"],

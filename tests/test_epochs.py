@@ -6,7 +6,7 @@ import torch
 from helpers import compose
 
 from nodes.buffers import SlotBatch
-from nodes.config import node_batch_size
+from nodes.config import node_batch_size, splits_batch
 from nodes.envs import EnvSpec
 from nodes.learner import Learner
 from nodes.models import ActorCritic
@@ -117,3 +117,12 @@ def test_a_global_batch_is_split_into_whole_rollouts_over_the_launched_nodes():
     assert node_batch_size(s, 64, True) == 32  # 16 samples: one rollout each, at least
     s.mode = "sync"  # a round of every env: no share
     assert node_batch_size(s, 4, True) == 1024
+
+
+def test_auto_splits_the_world_batch_on_cpu_nodes_and_not_on_gpu_nodes():
+    """sync.global_batch=auto (the default): a GPU learner's iteration does not shrink with its batch,
+    so GPU nodes learn on the whole batch; true and false mean the same on either."""
+    assert compose().sync.global_batch == "auto"
+    assert splits_batch("auto", "cpu") and not splits_batch("auto", "cuda") and not splits_batch("auto", "cuda:1")
+    for device in ("cpu", "cuda"):
+        assert splits_batch(True, device) and not splits_batch(False, device)

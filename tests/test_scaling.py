@@ -128,18 +128,23 @@ def test_a_short_real_run_prints_the_predicted_table(tmp_path):
     assert {m["bytes"] for m in measured} >= {64, learner["allreduce_bytes"]}
     assert result["fit"]["alpha_us"] >= 0 and result["fit"]["beta_gbytes_per_s"] > 0
     assert result["assumptions"]["gpu_iteration_s"] == 0.045
-    # sync.global_batch (the default): 8, 64 and 256 nodes each learn on one rollout of 32 (256 // p,
-    # at least one rollout), measured apart; the GPU iteration the same at every share (launch-bound)
+    # sync.global_batch=auto (the default): CPU nodes split the world's batch, 8, 64 and 256 nodes
+    # each learning on one rollout of 32 (256 // p, at least one rollout), measured apart; GPU nodes
+    # learn on the whole batch, their iteration the same at any batch (launch-bound)
     by_batch = learner["iteration_s_by_batch"]
     assert set(by_batch) == {"256", "32"} and by_batch["256"] == learner["iteration_s"] and by_batch["32"] > 0
     predicted = result["predicted"]
-    assert {r["node_batch"] for r in predicted} == {32}
+    assert {r["node_batch"] for r in predicted if r["device"] == "cpu"} == {32}
+    assert {r["node_batch"] for r in predicted if r["device"] == "gpu"} == {256}
+    assert all(r["speedup"] == pytest.approx(r["nodes"] * r["efficiency"], rel=0.01) for r in predicted
+               if r["device"] == "gpu")  # (the JSON rounds both)
     assert {r["iteration_s"] for r in predicted if r["device"] == "cpu"} == {by_batch["32"]}
     assert {r["iteration_s"] for r in predicted if r["device"] == "gpu"} == {0.045}
     assert {(r["device"], r["nodes"], r["link_gbps"]) for r in predicted} == set(
         itertools.product(("cpu", "gpu"), NODES, LINKS_GBPS))
     assert all(0 < r["efficiency"] < 1 and r["sync_s"] > 0 for r in predicted)
     assert any("assumed" in ln and "GPU iteration" in ln for ln in lines), proc.stdout
+    assert any("sync.global_batch: CPU nodes each learn" in ln for ln in lines), proc.stdout
     assert any("ring fit to 2 ranks: alpha" in ln for ln in lines), proc.stdout
     assert not (tmp_path / "s").exists()  # a benchmark leaves no run directory behind
     # the same all-reduces on 2 emulated hosts with 200 Mbit/s links (launch.hosts), against the model:
