@@ -44,11 +44,15 @@ def test_a_small_soak_survives_the_store_host_killed_and_a_join(tmp_path):
     # TensorBoard from there on (node 0's event file, then the new writer's)
     s = summary(run)
     assert s["outcome"] == "finished" and s["node"] in (1, 2), s["node"]
+    # (a survivor that noticed the loss more than sync.settle_s after the other rejoins through a
+    # change of its own: 3 -> 2 -> 3 at least, maybe more steps in between)
     changes = s["membership"]
-    assert [c["world_size"] for c in changes] == [3, 2, 3] and changes[1]["left"] == [0] and changes[2]["joined"]
-    assert changes[2]["env_frames"] > changes[1]["env_frames"] > 0  # trained as a world of 2 in between
+    sizes = [c["world_size"] for c in changes]
+    assert sizes[0] == 3 and sizes[1] == 2 and sizes[-1] == 3 and changes[1]["left"][0] == 0, changes
+    assert changes[-1]["joined"] and changes[-1]["env_frames"] > changes[1]["env_frames"] > 0  # trained in between
     assert ckpt.load(ckpt.latest(str(run)))["policy_version"] == s["policy_version"]
-    assert world_sizes(str(run)) == [3, 2, 3]
+    tb = world_sizes(str(run))  # node 0's event file, then the new writer's
+    assert tb[0] == 3 and 2 in tb and tb[-1] == 3, tb
 
 
 @pytest.mark.parametrize("overrides,message", [
