@@ -17,6 +17,8 @@ import subprocess
 import time
 from datetime import datetime
 
+from sync.store_keeper import running as keepers_running
+
 STAMP = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[\w+\] - (.*)$")
 STATUS = re.compile(r"^frames ([\d,]+) \| fps .*\| version (\d+)")
 CHANGE = re.compile(r"^world changed: (\d+) -> (\d+) nodes \(left (\[[\d, ]*\]|none), joined (\[[\d, ]*\]|none)\) "
@@ -186,8 +188,8 @@ def leftovers(run_dir: str, inside: dict, prefix: str, shm_before: set) -> list[
               if n.startswith(prefix)]
         bridge = subprocess.run(["ip", "link", "show", prefix + "br"], capture_output=True).returncode == 0
         etc = glob.glob(f"/etc/netns/{prefix}h*")
-        procs = subprocess.run(["pgrep", "-f", f"launch.node {run_dir}|store_keeper .*{run_dir}"],
-                               capture_output=True, text=True).stdout.split()
+        procs = subprocess.run(["pgrep", "-f", f"launch.node {run_dir}"], capture_output=True,
+                               text=True).stdout.split() + [str(pid) for pid in keepers_running(run_dir)]
         shm = sorted(n for n in set(os.listdir("/dev/shm")) - shm_before if n.startswith(SHM_OURS))
         if not (ns or bridge or etc or procs or shm) or time.time() > deadline:
             break

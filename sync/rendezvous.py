@@ -8,9 +8,9 @@ rendezvous was the other candidate: its c10d backend keeps the store in the firs
 process (lost with that node), and its etcd backend needs an etcd service beside the cluster.
 The FileStore is only used at membership changes (and polled once a second for joiners); the
 traffic of a generation (the process group's set-up, heartbeats, ready counters) goes through a
-TCPStore hosted by a small child process of the generation's lowest node (`store_keeper`), so
-freezing that node's trainer (SIGSTOP) does not freeze the store, and killing it does (its store
-keeper dies with it, and the survivors see the store gone).
+TCPStore hosted by a small process the generation's lowest node forks from its fork server
+(`store_keeper`), so freezing that node's trainer (SIGSTOP) does not freeze the store, and killing
+it does (its store keeper dies with it, and the survivors see the store gone).
 
 Keys (all in the FileStore):
     ids               counter: nodes started later take ids nodes, nodes+1, ...
@@ -29,16 +29,16 @@ The members are the arrivals (at most max_nodes, the previous members first), ra
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
+
+from nodes.errors import one_line
 
 if TYPE_CHECKING:
     import torch.distributed as dist
@@ -108,7 +108,7 @@ class Rendezvous:
         self.settle_s, self.timeout_s = settle_s, timeout_s
         self.min_nodes, self.max_nodes, self.first_size = min_nodes, max_nodes, first_size
         self.node = node if node is not None else first_size + self.store.add("ids", 1) - 1
-        self.keepers: list[subprocess.Popen] = []  # the TCPStores this node hosts (one per generation it led)
+        self.keepers: list = []  # (process, pipe end): the TCPStores this node hosts, one per generation it led
 
     # ------------------------------------------------------------------ reads
     def _get(self, key: str) -> str | None:
@@ -237,32 +237,42 @@ class Rendezvous:
         return Generation(number, members, addr, int(port))
 
     def _host_store(self, size: int) -> tuple[str, int]:
-        keeper = subprocess.Popen([sys.executable, "-m", "sync.store_keeper", str(size), str(self.timeout_s),
-                                   os.path.dirname(os.path.dirname(self.path))], preexec_fn=_ignore_stop_signals,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        line = keeper.stdout.readline().strip()
-        if not line.isdigit():
+        """Start a store keeper (sync.store_keeper) from this node's fork server; its address."""
+        from nodes.fork_server import start_context
+        from sync.store_keeper import serve
+
+        ctx = start_context()
+        port_in, port_out = ctx.Pipe(duplex=False)
+        node_alive, alive_end = ctx.Pipe(duplex=False)  # the keeper reads, this node holds the other end
+        keeper = ctx.Process(target=serve, name="store_keeper", daemon=True,
+                             args=(size, self.timeout_s, os.path.dirname(self.path), port_out, node_alive))
+        keeper.start()
+        port_out.close()
+        node_alive.close()
+        # a node that exits without close() ends its keepers first: multiprocessing's own exit
+        # handler (registered earlier, so run later) joins its children, a keeper among them
+        atexit.register(alive_end.close)
+        self.keepers.append((keeper, alive_end))
+        try:
+            if not port_in.poll(self.timeout_s):
+                raise RuntimeError(f"no port in {self.timeout_s:g} s")
+            port = port_in.recv()
+        except (RuntimeError, EOFError, OSError) as exc:
             keeper.kill()
-            raise RuntimeError(f"the store keeper did not start ({line!r})")
-        self.keepers.append(keeper)
-        return host_address(), int(line)
+            raise RuntimeError(f"the store keeper did not start ({one_line(exc) or 'it exited'})") from None
+        finally:
+            port_in.close()
+        return host_address(), int(port)
 
     def close(self) -> None:
         """Stop the store keepers this node started (they also end when this process does)."""
-        for keeper in self.keepers:
+        for keeper, alive_end in self.keepers:
             with contextlib.suppress(Exception):
-                keeper.stdin.close()
-                keeper.wait(5)
+                alive_end.close()
+                keeper.join(5)
+                if keeper.is_alive():
+                    keeper.kill()
         self.keepers = []
-
-
-def _ignore_stop_signals() -> None:
-    """In the store keeper before it runs Python: the signals a Slurm step or a terminal sends to
-    every process are the trainer's (an ignored disposition survives exec; store_keeper sets them
-    again once started)."""
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
-        signal.signal(sig, signal.SIG_IGN)
 
 
 def store_client(gen: Generation, timeout_s: float) -> dist.TCPStore:

@@ -12,6 +12,7 @@ import time
 from helpers import start_train, summary, train, world_sizes
 
 from nodes import checkpoint as ckpt
+from sync.store_keeper import running
 
 THREE_GYM = ["nodes=3", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
              "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
@@ -70,9 +71,8 @@ def start(run_dir, *overrides):
 
 def no_leftovers(run_dir):
     time.sleep(2)
-    left = subprocess.run(["pgrep", "-f", f"launch.node {run_dir}|sync.store_keeper .* {run_dir}"],
-                          capture_output=True, text=True).stdout
-    assert not left.strip(), f"processes left behind: {left}"
+    left = subprocess.run(["pgrep", "-f", f"launch.node {run_dir}"], capture_output=True, text=True).stdout
+    assert not left.strip() and not running(run_dir), f"processes left behind: {left} {running(run_dir)}"
 
 
 def test_killed_nodes_are_dropped_until_below_min_nodes_the_run_stops_and_a_relaunch_resumes(run_dir):

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from sync.rendezvous import Rendezvous, RunFull, RunOver, reset, store_client
+from sync.store_keeper import running
 
 
 def together(run_dir, calls):
@@ -108,6 +109,9 @@ def test_store_keeper_ends_with_its_node(tmp_path):
     gen = out[0]
     with socket.create_connection((gen.store_addr, gen.store_port), timeout=2):
         pass
+    # a child of the fork server, named and found as the run's (the leftover checks use this)
+    assert running(run) == [made[0].keepers[0][0].pid]
     close_all(made)
     with pytest.raises(OSError):
         socket.create_connection((gen.store_addr, gen.store_port), timeout=2).close()
+    assert running(run) == []
