@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass, field
 
 from launch import overrides
+from launch.exits import exit_now
 from launch.overrides import compose_checked, refuse, register
 from nodes.envs import private_workdir
 from nodes.errors import ConfigError, one_line
@@ -191,4 +192,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))

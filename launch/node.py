@@ -17,6 +17,7 @@ import sys
 
 from omegaconf import OmegaConf
 
+from launch.exits import exit_now
 from launch.logs import rank_logging
 from launch.overrides import refuse
 from launch.ranks import run_rank
@@ -59,4 +60,4 @@ def main(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    exit_now(main(sys.argv[1:]))

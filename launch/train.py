@@ -18,7 +18,7 @@ import sys
 import hydra
 
 from launch.app import check, hydra_run_dir, resolve, write_resolved
-from launch.exits import objective, run_node
+from launch.exits import exit_now, objective, run_node
 from launch.logs import rank_logging
 from launch.overrides import check_command, refuse
 from nodes.errors import ConfigError
@@ -90,4 +90,4 @@ def run(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run(sys.argv[1:]))
+    exit_now(run(sys.argv[1:]))
