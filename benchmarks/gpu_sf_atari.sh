@@ -8,8 +8,9 @@
 #   python -m launch.curves ours=OURS_RUN sf=OUT_DIR/sf/sf_atari_breakout_s0 --every 1000000 --threshold 20
 #
 # Layout: every core but two as rollout workers (our `sampler.num_workers=auto` on a GPU node), 8 envs
-# each (our Atari preset), a rollout of 64 (as benchmarks/against_sf.sh runs it on the CPU: its sync
-# sampler trains on 1,024-sample batches, so every worker's 8 x 64 steps feed whole batches),
+# each and a rollout of 64 (our Atari preset), and a training batch of every env's rollout learnt in 4
+# epochs of 4 minibatches, as ours learns its sync rounds (14 x 8 x 64 = 7,168 samples, minibatches
+# of 1,792 on 16 cores; its sync sampler refuses a batch smaller than one round of all envs),
 # --device=gpu, Sample Factory's Atari defaults otherwise (its 10M-frame linear lr decay included).
 #
 # Default games: atari_breakout=300 atari_pong=240 (about 9 minutes with start-up; 2026-11-27: what
@@ -40,6 +41,7 @@ for entry in "${games[@]}"; do
   # a process group of its own, so that the stop reaches every worker
   PYTHONPATH=$site:${SF_PYTHONPATH:-${PYTHONPATH:-}} setsid "${SF_PYTHON:-python3}" -m sf_examples.atari.train_atari \
     --env="$game" --device="$sf_device" --num_workers="$workers" --num_envs_per_worker=8 --rollout=64 \
+    --batch_size=$((workers * 8 * 64 / 4)) --num_batches_per_epoch=4 \
     --train_for_env_steps=10000000 --seed="$seed" --experiment="$exp" --train_dir="$out/sf" \
     --save_every_sec=100000 --keep_checkpoints=1 >"$out/$exp.log" 2>&1 &
   sf=$!
