@@ -1,6 +1,6 @@
 """Janitor: make sure no node process and no VizDoom segment outlives the trainer.
 
-Started by the node's main process as `python nodes/janitor.py MAIN_PID` in a new process group whose id
+Started by the node's main process as `python nodes/janitor.py MAIN_PID [MP_TEMP_DIR]` in a new process group whose id
 is its own pid; every worker joins that group, and VizDoom engines inherit it. The janitor reads
 its stdin until EOF, which comes when the main process exits OR is SIGKILLed. Then it SIGKILLs
 every other member of the group (VizDoom engines ignore SIGTERM) and removes the /dev/shm
@@ -8,7 +8,9 @@ segments of the VizDoom instances it saw (`+viz_instance_id` on the engine comma
 pipe closed without STOP written first, the main process died (SIGKILL, or `os._exit`, which runs
 no atexit): the janitor then also removes the files of it that the CUDA driver and torch keep
 for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit torch removes its own and the
-main process the driver's, nodes/weights.py).
+main process the driver's, nodes/weights.py), and multiprocessing's /tmp/pymp-* directory of it
+(the fork server's listener socket; multiprocessing removes it at a normal exit only: a test suite
+that kills nodes left a dozen of them in /tmp per run).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
 """
 import contextlib
@@ -16,6 +18,7 @@ import glob
 import os
 import re
 import select
+import shutil
 import signal
 import sys
 import time
@@ -42,6 +45,12 @@ def remove(paths) -> None:
     for path in paths:
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+def remove_mp_temp_dir(path: str) -> None:
+    """multiprocessing's per-process temp dir (util.get_temp_dir(): /tmp/pymp-XXXX); nothing else."""
+    if os.path.basename(path).startswith("pymp-"):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def group_members(pgid: int):
@@ -110,6 +119,8 @@ def main() -> None:
         while os.getppid() == parent and time.time() < deadline:
             time.sleep(0.05)  # its pipe closes before it is reaped
         remove(cuda_ipc_files(parent) + torch_ipc_files(parent))
+        if len(sys.argv) > 2:
+            remove_mp_temp_dir(sys.argv[2])
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import resource_tracker
+from multiprocessing import util as mp_util
 from typing import Any
 
 import torch
@@ -57,8 +58,11 @@ JANITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "janitor.py")
 
 
 def start_janitor() -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, JANITOR, str(os.getpid())], stdin=subprocess.PIPE, process_group=0,
-                            close_fds=True)
+    # multiprocessing's temp dir of this process (made here if the fork server has not made it yet; it
+    # is removed at our normal exit), for the janitor to remove if we are killed
+    temp_dir = mp_util.get_temp_dir()
+    return subprocess.Popen([sys.executable, JANITOR, str(os.getpid()), temp_dir], stdin=subprocess.PIPE,
+                            process_group=0, close_fds=True)
 
 
 def stop_janitor(janitor: subprocess.Popen, timeout: float = 20.0) -> None:

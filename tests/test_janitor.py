@@ -17,11 +17,12 @@ FAKE = "/dev/shm/cuda.shm.0.{:x}.1"
 
 MAIN = textwrap.dedent("""
     import os, sys, time
+    from multiprocessing import util
     from nodes.processes import start_janitor, stop_janitor
     janitor = start_janitor()
     open("/dev/shm/cuda.shm.0.%x.1" % os.getpid(), "w").close()
     open("/dev/shm/torch_%d_123_27" % os.getpid(), "w").close()
-    print(janitor.pid, flush=True)
+    print(janitor.pid, util.get_temp_dir(), flush=True)
     if sys.argv[1] == "stop":
         stop_janitor(janitor)  # a normal stop: the main process lives on, so its file stays
         print(os.path.exists("/dev/shm/cuda.shm.0.%x.1" % os.getpid()), flush=True)
@@ -45,25 +46,28 @@ def gone(path, within_s):
 
 def test_the_janitor_removes_a_killed_main_process_file_and_leaves_a_living_ones():
     main = start_main("kill")
-    janitor_pid = int(main.stdout.readline())
-    paths = [FAKE.format(main.pid), f"/dev/shm/torch_{main.pid}_123_27"]
+    janitor_pid, temp_dir = main.stdout.readline().split()
+    janitor_pid = int(janitor_pid)
+    # and multiprocessing's /tmp/pymp-* of the main process (a normal exit removes it)
+    paths = [FAKE.format(main.pid), f"/dev/shm/torch_{main.pid}_123_27", temp_dir]
     try:
-        assert all(os.path.exists(p) for p in paths)
+        assert all(os.path.exists(p) for p in paths) and "pymp-" in temp_dir
         os.kill(main.pid, signal.SIGKILL)
         main.wait(10)
         for path in paths:
-            assert gone(path, 10), f"the killed main process's {path} was left in /dev/shm"
+            assert gone(path, 10), f"the killed main process's {path} was left behind"
         assert gone(f"/proc/{janitor_pid}", 10), "the janitor did not exit"
     finally:
         main.kill()
-        for path in paths:
+        for path in paths[:2]:
             if os.path.exists(path):
                 os.unlink(path)
 
     main = start_main("stop")
-    main.stdout.readline()
+    temp_dir = main.stdout.readline().split()[1]
     assert main.stdout.readline().strip() == "True", "the janitor removed a living main process's file"
     assert main.wait(30) == 0
+    assert not os.path.exists(temp_dir), "the main process's normal exit left its multiprocessing temp dir"
 
 
 def test_the_main_process_removes_its_own_file_at_exit_and_a_forked_child_does_not():

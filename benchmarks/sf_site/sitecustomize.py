@@ -4,8 +4,10 @@ past Python 3.11; ale-py 0.9+ (ROMs inside) registers its <Game>NoFrameskip-v4 i
 which nothing in Sample Factory does. On this directory's PYTHONPATH, every process of the run
 (spawned workers too) imports gymnasium, then ale_py. Sample Factory's code is untouched."""
 
+import importlib
+
 try:
-    import gymnasium  # noqa: F401  (first: ale_py registers into it)
-    import ale_py  # noqa: F401
+    for name in ("gymnasium", "ale_py"):  # in this order: ale_py registers into gymnasium
+        importlib.import_module(name)
 except ImportError:
     pass
