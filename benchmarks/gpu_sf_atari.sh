@@ -36,25 +36,31 @@ site=$(cd "$(dirname "$0")" && pwd)/sf_site  # sitecustomize.py: registers the g
 for entry in "${games[@]}"; do
   game=${entry%%=*} secs=${entry#*=} t0=$SECONDS
   exp="sf_${game}_s$seed"
+  save_s=$([ "${KEEP_CHECKPOINTS:-0}" = 1 ] && echo 60 || echo 100000)
   ls /dev/shm >"$out/.shm.before"
   echo "== $game: $workers workers x 8 envs, --device=$sf_device, at most $secs s"
-  # a process group of its own, so that the stop reaches every worker
-  PYTHONPATH=$site:${SF_PYTHONPATH:-${PYTHONPATH:-}} setsid "${SF_PYTHON:-python3}" -m sf_examples.atari.train_atari \
+  # job control on: a process group of its own (the stop reaches every worker), and SIGINT not
+  # ignored as it is for a background command of a script (its main process stops on
+  # KeyboardInterrupt, saving a checkpoint)
+  set -m
+  # (2.1.1 predates torch 2.6's weights-only torch.load, which refuses its checkpoints on a resume)
+  TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 PYTHONPATH=$site:${SF_PYTHONPATH:-${PYTHONPATH:-}} "${SF_PYTHON:-python3}" -m sf_examples.atari.train_atari \
     --env="$game" --device="$sf_device" --num_workers="$workers" --num_envs_per_worker=8 --rollout=64 \
     --batch_size=$((workers * 8 * 64 / 4)) --num_batches_per_epoch=4 \
     --train_for_env_steps=10000000 --seed="$seed" --experiment="$exp" --train_dir="$out/sf" \
-    --save_every_sec=100000 --keep_checkpoints=1 >"$out/$exp.log" 2>&1 &
+    --save_every_sec="$save_s" --keep_checkpoints=1 >>"$out/$exp.log" 2>&1 &
   sf=$!
+  set +m
   while kill -0 "$sf" 2>/dev/null && [ $((SECONDS - t0)) -lt "$secs" ]; do sleep 2; done
-  kill -INT -- -"$sf" 2>/dev/null
-  for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$sf" 2>/dev/null || break; sleep 1; done
+  kill -INT "$sf" 2>/dev/null  # its main process first: it stops the others and saves a checkpoint
+  for _ in $(seq 20); do kill -0 "$sf" 2>/dev/null || break; sleep 1; done
   kill -KILL -- -"$sf" 2>/dev/null
   wait "$sf" 2>/dev/null
   echo "   ended after $((SECONDS - t0)) s"
   # its last speed and frame count, and any error
   grep -a "Fps is" "$out/$exp.log" | tail -n 2 | sed 's/\x1b\[[0-9;]*m//g'
   grep -a -E "Traceback|Error|error" "$out/$exp.log" | head -n 5
-  rm -rf "$out/sf/$exp"/checkpoint_p*
+  [ "${KEEP_CHECKPOINTS:-0}" = 1 ] || rm -rf "$out/sf/$exp"/checkpoint_p*
   # what its killed processes leave in /dev/shm (torch's tensors, multiprocessing's semaphores)
   ls /dev/shm | grep -E "^(torch_|sem\.mp-)" | grep -v -x -F -f "$out/.shm.before" | sed "s|^|/dev/shm/|" | xargs -r rm -f
 done
