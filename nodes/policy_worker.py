@@ -203,6 +203,9 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
         clock(REPLY)
         for w, g in requests:
             channels.actions[w].put(g)
+    del readers, infers
+    for shared in shared_weights:
+        shared.release()
 
 
 def _members(cfg, spec, buffers, shared_weights: list, dev: torch.device, clock: Clock):

@@ -61,6 +61,14 @@ class SharedWeights:
         self.meta = torch.zeros(2, dtype=torch.int64).share_memory_()  # [seq, version]
         self.lock = mp.get_context("spawn").Lock()
 
+    def release(self) -> None:
+        """Drops this process's mapping of the weights, at a policy worker's end. A CUDA tensor
+        received from another process holds the sender's count of its users until it is freed, and
+        a worker ends by os._exit (its arguments are never freed), so the learner's process warned
+        at its exit that it was 'terminated before all shared CUDA tensors released' (torch's
+        CudaIPCTypes, seen on the H100; not yet run on a GPU since this)."""
+        self.flat = None
+
     def counters(self) -> tuple[int, int]:
         """(sequence number, version), read with the barrier the seqlock needs."""
         with self.lock:
