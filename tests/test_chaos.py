@@ -45,14 +45,15 @@ def test_a_small_soak_survives_the_store_host_killed_and_a_join(tmp_path):
     s = summary(run)
     assert s["outcome"] == "finished" and s["node"] in (1, 2), s["node"]
     # (a survivor that noticed the loss more than sync.settle_s after the other rejoins through a
-    # change of its own: 3 -> 2 -> 3 at least, maybe more steps in between)
+    # change of its own, docs/limitations.md: 3 -> 2 -> 3, or 3 -> 1 -> 2 -> 3 when the first to
+    # notice formed a world alone, as in a CI run beside a Sample Factory run on 2026-11-27)
     changes = s["membership"]
     sizes = [c["world_size"] for c in changes]
-    assert sizes[0] == 3 and sizes[1] == 2 and sizes[-1] == 3 and changes[1]["left"][0] == 0, changes
+    assert sizes[0] == 3 and sizes[1] in (1, 2) and sizes[-1] == 3 and changes[1]["left"][0] == 0, changes
     assert changes[-1]["joined"] and changes[-1]["env_frames"] > changes[1]["env_frames"] > 0  # trained in between
     assert ckpt.load(ckpt.latest(str(run)))["policy_version"] == s["policy_version"]
     tb = world_sizes(str(run))  # node 0's event file, then the new writer's
-    assert tb[0] == 3 and 2 in tb and tb[-1] == 3, tb
+    assert tb[0] == 3 and min(tb) in (1, 2) and tb[-1] == 3, tb
 
 
 @pytest.mark.parametrize("overrides,message", [

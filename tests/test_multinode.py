@@ -135,7 +135,8 @@ def test_torchrun_starts_a_two_rank_world(run_dir):
     proc = subprocess.run(
         # --log-dir: torchrun's own per-rank folders, else left in /tmp/torchelastic_* on every run
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2", f"--master-port={free_port()}",
-         f"--log-dir={run_dir}/torchrun", "-m", "launch.train", f"hydra.run.dir={run_dir}", *TWO_GYM[1:], "train.max_env_frames=2048"],
+         f"--log-dir={run_dir}/torchrun", "-m", "launch.train", f"hydra.run.dir={run_dir}", *TWO_GYM[1:],
+         "train.max_env_frames=2048"],
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     s = summary(run_dir)
