@@ -13,10 +13,11 @@
 # of 1,792 on 16 cores; its sync sampler refuses a batch smaller than one round of all envs),
 # --device=gpu, Sample Factory's Atari defaults otherwise (its 10M-frame linear lr decay included).
 #
-# Default games: atari_breakout=300 atari_pong=240 (about 9 minutes with start-up; 2026-11-27: what
-# one call on a lent H100 holds). SEED (0); SF_PYTHON (python3) is a Python with sample-factory
+# Default games: atari_breakout=330 atari_pong=210, the seconds our runs of docs/gpu.md had (about
+# 9.5 minutes with start-up and stops: what one call on a lent H100 holds, 2026-11-27). SEED (0); SF_PYTHON (python3) is a Python with sample-factory
 # 2.1.1, numpy<2, gymnasium 0.29.1 and ale-py (0.9.1 where 0.8.1 has no wheel: benchmarks/sf_site
-# registers its games); SF_PYTHONPATH, if set, is its PYTHONPATH. DEVICE=cpu walks the same steps without a GPU (to check this script).
+# registers its games); SF_PYTHONPATH, if set, is its PYTHONPATH.
+# DEVICE=cpu walks the same steps without a GPU (to check this script).
 set -u
 if [ $# -lt 1 ]; then
   echo "usage: $0 OUT_DIR [GAME=SECONDS ...]" >&2
@@ -25,7 +26,7 @@ fi
 out=$1
 shift
 games=("$@")
-[ ${#games[@]} -gt 0 ] || games=(atari_breakout=300 atari_pong=240)
+[ ${#games[@]} -gt 0 ] || games=(atari_breakout=330 atari_pong=210)
 seed=${SEED:-0}
 workers=${WORKERS:-$(($(nproc) > 3 ? $(nproc) - 2 : 1))}
 sf_device=$([ "${DEVICE:-cuda}" = cpu ] && echo cpu || echo gpu)
