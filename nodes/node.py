@@ -288,7 +288,9 @@ class Node:
                     outcome, error = "failed", exc
                 else:
                     log.warning("final checkpoint not written either: %s", one_line(exc))
-        summary = run_summary(self, outcome, collective=outcome != "failed")
+        # a final collective only where every rank left the loop after the same iteration: not after
+        # a failure (a peer may be gone) nor a second Ctrl-C (this rank left mid-iteration)
+        summary = run_summary(self, outcome, collective=outcome not in ("failed", "interrupted"))
         self.record.summary(summary)
         self.record.close()
         if self.peers.elastic and self.record.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):

@@ -10,6 +10,14 @@ A store that no longer takes connections names its host, rank 0.
 One `Liveness` per world (a store, a rank, a size) serves every path that names a peer lost: the
 quick look during a wait (`stale`), the polled look after a failure or from the watchdog (`lost`);
 they share what was seen, so a beat seen by one counts for the other.
+
+The thread that formed the world looks through a connection made then (`connect`): one made
+after a loss could race the store's end. When rank 0 dies, gloo's error reaches the others
+at once, its store keeper ends some 50-100 ms later (sync.store_keeper); a look in between found
+the store's port still open, then made a client whose connect torch retries for ~7 s once the
+store is gone: the survivor noticed 5-15 s late and the first formed a world alone (seen in ~1
+of 3 kills of rank 0 on 2026-11-25 and 11-27). A call on an open connection to a store that ended
+fails at once.
 """
 from __future__ import annotations
 
@@ -45,7 +53,13 @@ class Liveness:
         self.stale_s = stale_s
         self._seen: dict[int, tuple[bytes | None, float]] = {}  # rank -> (its beat, when first seen here)
         self._lock = threading.Lock()
-        self._probe = None  # `stale`'s connection, made once (the main thread's)
+        self._conn, self._owner = None, threading.get_ident()  # the looks' connection, its thread's
+
+    def connect(self) -> Liveness:
+        """Make the owner thread's connection now, while the store is known to be up (when the
+        world forms); else it is made at the first look."""
+        self._conn = self._client()
+        return self
 
     def _client(self):
         return dist.PrefixStore(PREFIX, dist.TCPStore(self.addr, self.port, self.world_size, is_master=False,
@@ -81,14 +95,21 @@ class Liveness:
                     stale.append(r)
         return stale
 
+    def _own_conn(self):
+        """The owner thread's connection (made at its first look if `connect` was not called); None
+        on another thread (the watchdog's: the owner may be inside a call on it)."""
+        if threading.get_ident() != self._owner:
+            return None
+        if self._conn is None:
+            self._conn = self._client()
+        return self._conn
+
     def stale(self) -> list[int]:
-        """One quick look (during a wait): the stale ranks, [0] if the store is gone."""
+        """One quick look (during a wait, the owner thread): the stale ranks, [0] if the store is gone."""
         if not self.store_answers():  # a store client would retry a dead store for 10 s and more
             return [0]
         try:
-            if self._probe is None:
-                self._probe = self._client()
-            return self.look(self._probe)
+            return self.look(self._own_conn() or self._client())
         except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
             return [0]
 
@@ -100,7 +121,7 @@ class Liveness:
         if not self.store_answers():
             return [0]
         try:
-            store = self._client()  # its own connection: the main thread's may be in a call
+            store = self._own_conn() or self._client()  # another thread: the owner's may be in a call
             deadline = time.monotonic() + wait_s
             while True:
                 # a store that dies now raises here: the except below names its host, not everyone

@@ -139,7 +139,8 @@ class DistPeers(Peers):
         self._last_poll, self._last_ready = 0.0, False
         self.keys = dist.PrefixStore(PREFIX, self.store)  # our keys apart from the group's
         self._hb = Heartbeat(addr, port, rank, size, self._look_for_joins if self.elastic and rank == 0 else None)
-        self.liveness = Liveness(addr, port, rank, size)  # this world's peers, on this host's clock
+        # this world's peers, on this host's clock; this thread's looks connected now (sync.liveness)
+        self.liveness = Liveness(addr, port, rank, size).connect()
         self._groups = [None]  # each population member's gradient group (None: the world's)
         if self._members > 1:
             self.add_members(self._members)

@@ -10,6 +10,7 @@ import torch
 from helpers import FAST_GYM, compose, read_until, start_train, summary, train
 
 from nodes import checkpoint as ckpt
+from nodes.signals import SAME_REQUEST_S, StopSignals
 
 
 def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
@@ -78,6 +79,21 @@ def test_sigterm_stops_cleanly_with_final_checkpoint(run_dir):
     s = summary(run_dir)
     assert s["outcome"] == "stopped by SIGTERM" and s["env_frames"] > 0
     assert ckpt.load(ckpt.latest(run_dir))["env_frames"] == s["env_frames"]
+
+
+def test_a_signal_delivered_twice_at_once_is_one_request_and_a_later_one_is_impatience():
+    """A terminal's Ctrl-C reaches a node twice (its process group, and launch.local's forward):
+    one request. The same signal again after SAME_REQUEST_S, or another signal, is a second Ctrl-C."""
+    for second, wait in ((signal.SIGINT, SAME_REQUEST_S + 0.2), (signal.SIGTERM, 0.0)):
+        with StopSignals(vote=True) as signals:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # Python runs the handlers between bytecodes: they have run
+            assert signals.received == signal.SIGINT
+            time.sleep(wait)
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), second)
+                time.sleep(0.5)
 
 
 def _descendants(pid):
