@@ -39,6 +39,7 @@ ATARI_S=${ATARI_S:-240}
 STEPS=${STEPS:-tests bench_gpu bench_fp32 bench_async bench_batch128 bench_cpu det_1x8_a det_1x8_b det_2x4 population}
 RUNS=$(mktemp -d /tmp/gpu_check_runs.XXXX)
 mkdir -p "$OUT_DIR"
+ls /dev/shm >"$OUT_DIR/.shm.before"
 cd "$(dirname "$0")/.."
 
 wanted() { [[ " $STEPS " == *" $1 "* ]]; }
@@ -106,3 +107,6 @@ atari() {  # atari GAME THRESHOLD: one Atari run on the device as a user starts 
 atari pong 18
 atari breakout 20
 rm -rf "$RUNS"
+# what the runs left in /dev/shm (torch's torch_<pid>_* IPC counts, the CUDA driver's cuda.shm.*): nothing, if exits are clean
+echo "== /dev/shm left by the steps: $(ls /dev/shm | grep -v -x -F -f "$OUT_DIR/.shm.before" | tr '\n' ' ')"
+rm -f "$OUT_DIR/.shm.before"

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Sequence
 
 from launch.logs import traceback_to_file
+from nodes import janitor
 from nodes.errors import CheckpointError, ConfigError, Stopped, TooFewNodes, WorkerFailed, one_line
 from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 
@@ -33,11 +34,17 @@ def exit_now(code: int):
     2-core VM), paid by every launch and every node process. What the teardown would have done
     first is done here: non-daemon threads waited for, the atexit handlers run (log files flushed
     and closed, multiprocessing's children joined, a node's store keepers released), stdio flushed.
-    An exception or sys.exit before this point takes the ordinary way out."""
+    An exception or sys.exit before this point takes the ordinary way out.
+
+    One thing the teardown did is not done by atexit: torch removes the /dev/shm files that count
+    the users of the CUDA tensors a process shared (a GPU node's weights, mapped by its policy
+    workers) in a C++ static destructor, which os._exit skips; they are removed here (one file
+    per GPU run was left on the H100, 2026-11-27). Nothing in this process can use them after."""
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()
+    janitor.remove(janitor.torch_ipc_files(os.getpid()))
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

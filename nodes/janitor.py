@@ -7,10 +7,11 @@ every other member of the group (VizDoom engines ignore SIGTERM) and removes the
 segments of the VizDoom instances it saw (`+viz_instance_id` on the engine command line). If the
 pipe closed without STOP written first, the main process died (SIGKILL, or `os._exit`, which runs
 no atexit): the janitor then also removes the files of it that the CUDA driver and torch keep
-for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit torch removes its own and the
-main process the driver's, nodes/weights.py), and multiprocessing's /tmp/pymp-* directory of it
-(the fork server's listener socket; multiprocessing removes it at a normal exit only: a test suite
-that kills nodes left a dozen of them in /tmp per run).
+for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit the main process removes
+both: the driver's in nodes/weights.py's atexit, torch's in launch.exits.exit_now), and
+multiprocessing's /tmp/pymp-* directory of it (the fork server's listener socket; multiprocessing
+removes it at a normal exit only: a test suite that kills nodes left a dozen of them in /tmp per
+run).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
 """
 import contextlib
@@ -37,7 +38,8 @@ def cuda_ipc_files(pid: int) -> list:
 
 def torch_ipc_files(pid: int) -> list:
     """/dev/shm/torch_<pid>_<n>_<m>: torch's reference counts for the CUDA tensors a process shares
-    (torch.multiprocessing), which torch removes at a clean exit only (seen on the H100)."""
+    (torch.multiprocessing), which torch removes in a C++ static destructor: at an interpreter's
+    exit only, never at os._exit (seen on the H100)."""
     return glob.glob(f"/dev/shm/torch_{pid}_*")
 
 

@@ -66,7 +66,8 @@ class SharedWeights:
         received from another process holds the sender's count of its users until it is freed, and
         a worker ends by os._exit (its arguments are never freed), so the learner's process warned
         at its exit that it was 'terminated before all shared CUDA tensors released' (torch's
-        CudaIPCTypes, seen on the H100; not yet run on a GPU since this)."""
+        CudaIPCTypes, seen on the H100). Whether this silenced it is unknown: the learner's process
+        now ends by os._exit too (launch.exits.exit_now), which skips the destructor that warned."""
         self.flat = None
 
     def counters(self) -> tuple[int, int]:

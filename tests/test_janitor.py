@@ -1,7 +1,8 @@
 """The CUDA driver's /dev/shm file of a process that shares memory by CUDA IPC handle (the learner's
 weights) is left behind even at a clean exit (seen on an H100), so the main process removes its own
-at exit; torch's reference-count files for shared CUDA tensors go at a clean exit only: the janitor
-removes both of a killed main process. Faked here by name (no CUDA on this machine): what is tested
+at exit, and torch's reference-count files for shared CUDA tensors at launch.exits.exit_now (torch
+removes them at an interpreter's exit, which exit_now skips); the janitor removes both of a killed
+main process. Faked here by name (no CUDA on this machine): what is tested
 is that the right files go, and only when they should. On the H100 (2026-11-26, bd58f07): after a
 clean run /dev/shm was empty; after the main process was SIGKILLed only torch's file was left."""
 import os
@@ -88,3 +89,28 @@ def test_the_main_process_removes_its_own_file_at_exit_and_a_forked_child_does_n
     pid, kept_after_child = proc.stdout.split()
     assert kept_after_child == "True", "a forked child's exit removed its parent's file"
     assert not os.path.exists(FAKE.format(int(pid))), "the main process left its CUDA IPC file at exit"
+
+
+def test_exit_now_removes_the_torch_ipc_files_of_its_process_only():
+    """launch.exits.exit_now ends by os._exit, which skips the C++ static destructor that removes
+    torch's reference-count files: on the H100 (2026-11-27, a62d277) every GPU run left one
+    /dev/shm/torch_<pid>_* file until exit_now removed them itself."""
+    code = textwrap.dedent("""
+        import os
+        from launch.exits import exit_now
+        mine, other = "/dev/shm/torch_%d_123_27" % os.getpid(), "/dev/shm/torch_%d1_123_27" % os.getpid()
+        for path in (mine, other):
+            open(path, "w").close()
+        print(mine, other, flush=True)
+        exit_now(3)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    mine, other = proc.stdout.split()
+    try:
+        assert proc.returncode == 3, proc.stderr
+        assert not os.path.exists(mine), "exit_now left its process's torch IPC file"
+        assert os.path.exists(other), "exit_now removed another process's file"
+    finally:
+        for path in (mine, other):
+            if os.path.exists(path):
+                os.unlink(path)
