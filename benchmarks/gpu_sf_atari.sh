@@ -18,6 +18,12 @@
 # 2.1.1, numpy<2, gymnasium 0.29.1 and ale-py (0.9.1 where 0.8.1 has no wheel: benchmarks/sf_site
 # registers its games); SF_PYTHONPATH, if set, is its PYTHONPATH.
 # DEVICE=cpu walks the same steps without a GPU (to check this script).
+# KEEP_CHECKPOINTS=1 keeps its checkpoint (saved every 60 s and at the stop) and a rerun on the same
+# OUT_DIR resumes from it: 10M frames of one game take two calls on a lent H100 (~17,000 frames/s),
+# e.g. `... gpu_sf_atari.sh /tmp/sfa atari_breakout=525`, then, in the 30 s the machine stays warm,
+# `... gpu_sf_atari.sh /tmp/sfa atari_breakout=140` (docs/environments.md, 2026-11-27 12:35). A
+# cold second call cannot get the checkpoint back (20.7 MB, over the 16 MiB a file of $OUT may be):
+# split it (`tar cf - -C /tmp/sfa . | split -b 15m - $OUT/sfa.tar.`) and carry the pieces.
 set -u
 if [ $# -lt 1 ]; then
   echo "usage: $0 OUT_DIR [GAME=SECONDS ...]" >&2
