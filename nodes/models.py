@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import math
 import os
+import sys
 
 import torch
 from torch import nn
@@ -477,6 +478,16 @@ def autocast(device: torch.device | str, precision: str):
 def deterministic_kernels() -> None:
     """sampler.mode=deterministic: ask torch for deterministic kernels (on CPU ours already are;
     on CUDA cuBLAS needs its workspace fixed before the first call, and an op without a
-    deterministic kernel warns rather than stopping the run). Call before CUDA is first used."""
+    deterministic kernel warns rather than stopping the run). Call before CUDA is first used.
+
+    torch.use_deterministic_algorithms also sets TorchInductor's `deterministic` flag, and imports
+    torch._inductor.config for it (with torch._dynamo: ~850 modules, 1.9 s of the node's and of
+    every policy worker's start on the 2-core AMD VM) for a compiler the trainer never uses
+    (nodes/adam.py avoids that import too). So the flag torch's kernels read is set directly, and
+    Inductor's only where something already imported it. tests/test_models.py checks the flags
+    and that nothing imported the compiler."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    inductor = sys.modules.get("torch._inductor.config")
+    if inductor is not None:
+        inductor.deterministic = True
+    torch._C._set_deterministic_algorithms(True, warn_only=True)

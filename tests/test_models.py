@@ -3,6 +3,8 @@ env spec; the policy worker's one-step path and the learner's unroll agree (GRU 
 multi-head log-probs and entropies are per-head sums; measurements reach the output."""
 import glob
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -181,3 +183,19 @@ def test_pixel_statistics_come_from_every_eighth_step_and_are_layout_blind():
     x = obs[:, 0]
     assert torch.allclose(model.step(x, meas[:, 0], torch.zeros(3, 8))[0],
                           plain.step(x.contiguous(), meas[:, 0], torch.zeros(3, 8))[0], atol=1e-5)
+
+
+def test_deterministic_kernels_set_torchs_flags_without_importing_the_compiler():
+    """torch.use_deterministic_algorithms would import torch._inductor (and torch._dynamo) to set
+    Inductor's flag: ~2 s of every deterministic node's and policy worker's start."""
+    code = ("import sys, torch\n"
+            "from nodes.models import deterministic_kernels\n"
+            "deterministic_kernels()\n"
+            "print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),"
+            " 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n"
+            "import torch._inductor.config as c\n"
+            "print(c.deterministic)\n"
+            "torch.use_deterministic_algorithms(False); deterministic_kernels()\n"  # imported: its flag is set too
+            "print(c.deterministic, torch.are_deterministic_algorithms_enabled())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split("\n")[:3] == ["True True False False", "False", "True True"], out.stdout

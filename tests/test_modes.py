@@ -85,17 +85,18 @@ def test_deterministic_vizdoom_runs_end_identical_whatever_the_layout_and_differ
 
 
 def test_deterministic_runs_on_two_nodes_end_identical_and_a_resume_is_reproducible(tmp_path):
-    """Two runs on two nodes from scratch end identical; two resumes of one of them (from its
-    final checkpoint) end identical too, and they are not the uninterrupted run: the envs'
-    engine state is not in the checkpoint (docs/concepts.md, "Training schemes")."""
+    """Two resumes on two nodes of one run (from its final checkpoint) end identical, and they
+    are not the uninterrupted run: the envs' engine state is not in the checkpoint
+    (docs/concepts.md, "Training schemes"). Two runs from scratch are not repeated here: the
+    resumes are two-node deterministic training too, and layouts from scratch are compared above
+    (a second run from scratch cost ~14 s of the suite on the 2-core AMD VM)."""
     two_nodes = ["nodes=2", "sync.straggler=false", "sync.check_every=5"]
-    runs = [tmp_path / "a", tmp_path / "b"]
-    for run in runs:
-        train(run, *GYM_DET[:-1], "train.max_env_frames=2000", *two_nodes, timeout=240)
-    (a, va), (b, vb) = checksum(runs[0]), checksum(runs[1])
-    assert a == b and va == vb > 5
+    a_run = tmp_path / "a"
+    train(a_run, *GYM_DET[:-1], "train.max_env_frames=2000", *two_nodes, timeout=240)
+    a, va = checksum(a_run)
+    assert va > 5
     for name in ("r1", "r2"):
-        shutil.copytree(runs[0], tmp_path / name)
+        shutil.copytree(a_run, tmp_path / name)
         train(tmp_path / name, *GYM_DET, *two_nodes, timeout=240)
     (r1, v1), (r2, v2) = checksum(tmp_path / "r1"), checksum(tmp_path / "r2")
     assert summary(tmp_path / "r1")["resumed_from"] and v1 > va
