@@ -70,9 +70,9 @@ def python_steps(name: str, n: int, seconds: float) -> float:
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    import launch.app  # noqa: F401 - registers the schema
+    import launch.cli.app  # noqa: F401 - registers the schema
     from nodes.envs import action_converter, make_env
-    from nodes.rollout_worker import random_rows
+    from nodes.sampling.rollout_worker import random_rows
     with initialize_config_dir(config_dir=os.path.join(ROOT, "conf"), version_base="1.3"):
         env_cfg = OmegaConf.to_object(compose(config_name="config", overrides=[f"env={name}"])).env
     envs = [make_env(env_cfg, i) for i in range(n)]

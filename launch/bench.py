@@ -7,7 +7,7 @@ Each phase runs `bench.warmup_s` then is measured for `bench.seconds`. Frames ar
 (agent steps x frameskip). The last line printed is one JSON object.
 
 With nodes=N (N > 1) it trains twice for warmup_s + seconds each, once as a single node and once
-as N local nodes (launch.local), and reports the total and per-node training frames/s, each
+as N local nodes (launch.spawn.local), and reports the total and per-node training frames/s, each
 node's share of time spent waiting in the gradient all-reduce, and the scaling ratio (N-node
 total / single node). On one machine the N nodes share its cores; on a cluster, run it per node
 count to read scaling.
@@ -29,9 +29,9 @@ import sys
 
 import hydra
 
-from launch.app import check, hydra_run_dir, resolve
-from launch.exits import tool_failed
-from launch.overrides import check_command
+from launch.cli.app import check, hydra_run_dir, resolve
+from launch.cli.exits import tool_failed
+from launch.cli.overrides import check_command
 
 log = logging.getLogger("launch.bench")
 
@@ -58,15 +58,15 @@ MB = 1 << 20
 
 
 def memory_figures(m) -> dict:
-    """A phase's memory (launch.measure.Measured) as the JSON's MB figures."""
+    """A phase's memory (launch.tools.measure.Measured) as the JSON's MB figures."""
     return dict(peak_pss_mb=round(m.memory.pss / MB, 1), peak_rss_sum_mb=round(m.memory.rss / MB, 1),
                 processes=m.memory.processes, shared_buffers_mb=round(m.shared_bytes / MB, 1),
                 dev_shm_mb=round(m.memory.dev_shm / MB, 1))
 
 
 def bench_node(obj) -> None:
-    from launch.measure import measure
-    from nodes.profile import format_shares
+    from launch.tools.measure import measure
+    from nodes.run.profile import format_shares
     s = obj.sampler
     print(f"bench: env={obj.env.name} workers={s.num_workers} envs_per_worker={s.envs_per_worker} "
           f"double_buffered={s.double_buffered} policy_workers={s.num_policy_workers} "
@@ -112,7 +112,7 @@ def soak_growth(samples: list[tuple[float, int]], warmup_s: float) -> dict:
 def bench_soak(obj) -> None:
     """A real training run for warmup_s + soak_s; the node's memory every 10 s (more often in a
     short one), a line a minute, and how much it grew after the warm-up."""
-    from nodes.memory import MemoryWatch
+    from nodes.run.memory import MemoryWatch
     b = obj.bench
     every = min(10.0, max(1.0, (b.warmup_s + b.soak_s) / 20))  # at least 20 samples in a short soak
     print(f"soak: env={obj.env.name}, {b.soak_s / 60:.1f} min after a {b.warmup_s:.0f} s warm-up, memory every "
@@ -138,8 +138,8 @@ def bench_soak(obj) -> None:
 
 
 def bench_modes(obj) -> None:
-    from launch.measure import measure
-    from nodes.validate import validate
+    from launch.tools.measure import measure
+    from nodes.config.validate import validate
     s, modes = obj.sampler, list(obj.bench.modes)
     configs = []
     for mode in modes:  # every scheme checked before the first one runs
@@ -162,8 +162,8 @@ def bench_modes(obj) -> None:
 
 def _timed_run(obj, run_dir: str, nodes: int, seconds: float | None = None) -> dict:
     """Train from scratch in run_dir for `seconds` (warmup_s + seconds by default); return its summary."""
-    from launch.app import write_resolved
-    from launch.local import spawn_nodes
+    from launch.cli.app import write_resolved
+    from launch.spawn.local import spawn_nodes
     from nodes.node import Node
 
     obj = copy.deepcopy(obj)

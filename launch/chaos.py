@@ -1,6 +1,6 @@
 """`python -m launch.chaos nodes=3 launcher=hosts [overrides]`: the chaos soak.
 
-A training run of `nodes` elastic nodes on emulated hosts (launch.hosts: each node in a network
+A training run of `nodes` elastic nodes on emulated hosts (launch.spawn.hosts: each node in a network
 namespace of its own, links shaped to launcher.link), plus one spare host, and for bench.chaos_s
 seconds from the moment the world first formed (its rank 0 logged it; a start-up slowed by a busy
 machine does not eat into the window) a fault at random times (one every bench.chaos_every_s on
@@ -18,7 +18,7 @@ joiner. One that would leave fewer than 2 healthy nodes becomes a join, and one 
 done now (no free host, the store's host not healthy) is skipped. The cut spares the store's
 host: a machine whose store nobody can reach stops the world until the watchdog ends it
 (docs/several-nodes.md, Limits), which is not a fault a run survives. After the window the run
-goes on to train.max_env_frames; then the checks (launch.chaos_report): the run finished, the
+goes on to train.max_env_frames; then the checks (launch.tools.chaos_report): the run finished, the
 survivors agree (checksums), the frame counter never went back, the last checkpoint loads, every
 node ended with the run or by our SIGKILL, nothing is left running, no namespace, bridge or
 leftover /dev/shm entry.
@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 
 import hydra
 
-from launch import chaos_report
-from launch.app import check as check_config
-from launch.app import hydra_run_dir, resolve, write_resolved
-from launch.local import free_port, node_command
-from launch.overrides import check_command, refuse
+from launch.cli.app import check as check_config
+from launch.cli.app import hydra_run_dir, resolve, write_resolved
+from launch.cli.overrides import check_command, refuse
+from launch.spawn.local import free_port, node_command
+from launch.tools import chaos_report
 from nodes.errors import ConfigError, need
 
 log = logging.getLogger("launch.chaos")
@@ -60,7 +60,7 @@ END_S = 1800.0  # after the fault window, the longest the run may take to reach 
 
 
 def check_chaos(cfg) -> None:
-    """What the soak needs beyond launch.app's checks (ConfigError, one line)."""
+    """What the soak needs beyond launch.cli.app's checks (ConfigError, one line)."""
     need(cfg.launcher.name == "hosts", "launch.chaos runs the nodes on emulated hosts: use launcher=hosts")
     need(cfg.sync.elastic, "launch.chaos kills and adds nodes: it needs sync.elastic=true")
     need(cfg.nodes >= 3, f"launch.chaos needs nodes >= 3 (a fault must leave 2), got nodes={cfg.nodes}")
@@ -69,7 +69,7 @@ def check_chaos(cfg) -> None:
     need(cfg.train.max_env_frames > 0, "launch.chaos ends with a finished run: set train.max_env_frames")
     need(cfg.bench.chaos_s > 0 and cfg.bench.chaos_every_s > 0,
          "bench.chaos_s and bench.chaos_every_s must be > 0")
-    from launch import hosts
+    from launch.spawn import hosts
     hosts.check_machine(cfg.nodes + 1, "launch.chaos", "nodes + 1 (a spare host for joins)")
 
 
@@ -99,7 +99,7 @@ class Fleet:
     """The soak's hosts and nodes: starts, breaks and mends them."""
 
     run_dir: str
-    net: object  # launch.hosts.Network
+    net: object  # launch.spawn.hosts.Network
     hosts: list[Host] = field(default_factory=list)
     exits: list[dict] = field(default_factory=list)  # every node process that ended: when, code
     mends: list[tuple[float, Host, Callable[[], None]]] = field(default_factory=list)  # (due, host, action)
@@ -237,8 +237,8 @@ def inject(kind: str, host: Host, fleet: Fleet) -> dict:
 
 
 def soak(obj) -> dict:
-    """The run with its faults, to the end; the report (launch.chaos_report)."""
-    from launch.hosts import Network, parse_rate
+    """The run with its faults, to the end; the report (launch.tools.chaos_report)."""
+    from launch.spawn.hosts import Network, parse_rate
     from sync.rendezvous import reset
 
     b, rng = obj.bench, random.Random(obj.seed)

@@ -1,9 +1,9 @@
-"""The configuration reference (docs/configuration.md), generated from nodes/config.py.
+"""The configuration reference (docs/configuration.md), generated from nodes/config/schema.py.
 
     python -m launch.config_docs > docs/configuration.md
 
 Every key of the structured config, its default and its meaning: the comments beside and above
-each field in nodes/config.py (the one home of every default), and each section's docstring.
+each field in nodes/config/schema.py (the one home of every default), and each section's docstring.
 tests/test_docs.py checks the page in the repository is what this prints, so the reference
 cannot fall behind the code.
 """
@@ -16,18 +16,18 @@ import io
 import json
 import tokenize
 
-from nodes import config as config_module
-from nodes.config import Config
+from nodes.config import schema as config_module
+from nodes.config.schema import Config
 
 HEADER = """# Configuration reference
 
-Every key of the config, its default and what it means, generated from `nodes/config.py` (the one
+Every key of the config, its default and what it means, generated from `nodes/config/schema.py` (the one
 home of every default) by `python -m launch.config_docs`; do not edit this page by hand. Set a key
 on the command line (`python -m launch.train sampler.num_workers=4 algo.lr=3e-4`), pick a group's
 option file (`env=doom_defend_the_center`, `model=impala`: `conf/<group>/`, which holds only what
 differs from these defaults), and print a run's whole resolved config with
 `python -m launch.train --cfg job` (every run directory keeps its own as `config.yaml`). Bad values
-are refused in one line before anything starts (`nodes/validate.py`).
+are refused in one line before anything starts (`nodes/config/validate.py`).
 """
 
 

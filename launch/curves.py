@@ -21,7 +21,7 @@ EpisodicLifeEnv ends an episode at each lost life: on Breakout about a fifth of 
 on Pong, which has no lives and points of 1, the same). Time counts from the
 first line of the run's log (the launch), so start-up is included for both. Prints one table row
 per frame mark and a JSON line with the same figures.
---plot FILE draws the curves (against frames and against time since launch; launch.plots).
+--plot FILE draws the curves (against frames and against time since launch; launch.tools.plots).
 LABEL=RUN_DIR names a run; runs given one label are seeds of one setting: the table keeps each
 run's column, the JSON line adds the label's mean/min/max at each mark ("groups"), and --plot draws
 the seeds as thin lines with their mean and a min-max band.
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> dict:
     _report_groups(curves, marks, out)
     print(json.dumps(out))
     if a.plot is not None:
-        from launch.plots import plot_curves
+        from launch.tools.plots import plot_curves
         plot_curves(curves, a.plot, a.metric, drawn_threshold, a.title)
         print(f"plot: {a.plot}")
     return out

@@ -13,7 +13,7 @@ self-play duel's policy against a bot: enjoy.agents=1 enjoy.bots=1). A populatio
 gives each seat its member (enjoy.seats=[0,1]: member 0 against member 1, scored as seat 0).
 
 Arguments are Hydra overrides of `EnjoyArgs`, checked by the same code as launch.train's
-(launch.overrides.compose_checked): bad ones are refused in one line with exit code 2.
+(launch.cli.overrides.compose_checked): bad ones are refused in one line with exit code 2.
 """
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ import statistics
 import sys
 from dataclasses import dataclass, field
 
-from launch import overrides
-from launch.exits import exit_now
-from launch.overrides import compose_checked, refuse, register
+from launch.cli import overrides
+from launch.cli.exits import exit_now
+from launch.cli.overrides import compose_checked, refuse, register
 from nodes.envs import private_workdir
 from nodes.errors import ConfigError, one_line
 
@@ -88,8 +88,8 @@ def parse(argv) -> EnjoyArgs:
 
 def checkpoint_path(cfg, which: str) -> str:
     """The checkpoint enjoy.checkpoint names: the run's latest, its best evaluated one, or a file."""
-    from nodes import checkpoint as ckpt
-    from nodes.evaluation import best_path
+    from nodes.evaluation.evaluator import best_path
+    from nodes.run import checkpoint as ckpt
     if which == "latest":
         path = ckpt.latest(cfg.run_dir)
         if path is None:
@@ -105,9 +105,9 @@ def checkpoint_path(cfg, which: str) -> str:
 def load_policy(cfg, members=(0,), which: str = "latest"):
     """([a model per entry of `members`], checkpoint path, the member's checkpoint state) from the
     checkpoint enjoy.checkpoint names; a population's checkpoint holds every member's."""
-    from nodes import checkpoint as ckpt
     from nodes.envs import env_spec
     from nodes.models import ActorCritic
+    from nodes.run import checkpoint as ckpt
     path = checkpoint_path(cfg, which)
     models = []
     try:
@@ -146,7 +146,7 @@ def choose_seats(cfg, opt) -> list[int]:
 def main(argv) -> int:
     args = parse(argv)
     from launch.node import load_config
-    from nodes.evaluate import play
+    from nodes.evaluation.play import play
     cfg = load_config(args.run_dir)
     opt = args.enjoy
     seats = choose_seats(cfg, opt)
@@ -154,7 +154,7 @@ def main(argv) -> int:
     version = int(state.get("policy_version", 0))
     recorder, matches, objectives = None, [], []
     if opt.video:
-        from launch.video import Recorder
+        from launch.tools.video import Recorder
         name = f"enjoy_v{version}{'_random' if opt.random else ''}.mp4"
         video_path = opt.video_path or os.path.join(cfg.run_dir, "videos", name)
         fps = opt.fps or ENGINE_FPS.get(cfg.env.family, 60.0) / cfg.env.frameskip

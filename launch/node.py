@@ -1,6 +1,6 @@
 """`python -m launch.node RUN_DIR`: one rank of a multi-node run, from the run's resolved config.
 
-Started by the local spawner (launch.local) and by cluster launchers with RANK / WORLD_SIZE /
+Started by the local spawner (launch.spawn.local) and by cluster launchers with RANK / WORLD_SIZE /
 MASTER_ADDR / MASTER_PORT (or a Slurm step's variables) in the environment. Not a Hydra app:
 the config was composed and validated once, by the command that started the run.
 
@@ -17,12 +17,12 @@ import sys
 
 from omegaconf import OmegaConf
 
-from launch.exits import exit_now
-from launch.logs import rank_logging
-from launch.overrides import refuse
-from launch.ranks import run_rank
+from launch.cli.exits import exit_now
+from launch.cli.logs import rank_logging
+from launch.cli.overrides import refuse
 from launch.slurm.step import prepare_env
-from nodes.config import Config
+from launch.spawn.ranks import run_rank
+from nodes.config.schema import Config
 from sync.world import detect
 
 
@@ -44,7 +44,7 @@ def main(argv) -> int:
     prepare_env(cfg)  # in a Slurm step (srun): where its ranks meet, as for launch.train
     world = detect()
     if world is None and cfg.sync.elastic:  # a node joining the run (or an array element)
-        from launch.ranks import make_rendezvous
+        from launch.spawn.ranks import make_rendezvous
         from sync.world import World
 
         given = os.environ.get("DISTRL_NODE_ID") or os.environ.get("SLURM_ARRAY_TASK_ID")

@@ -10,7 +10,7 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
    process's cores; WARMUP steps, then the median of bench.scaling_steps. One more step runs
    under torch's FlopCounterMode: its matmul and convolution FLOPs, forward and backward.
 2. all-reduce: gloo groups of bench.scaling_ranks local ranks on 127.0.0.1 (torch.multiprocessing
-   spawn; sync.peers.DistPeers, as the nodes use it) time a flat float32 all-reduce of the
+   spawn; sync.dist_peers.DistPeers, as the nodes use it) time a flat float32 all-reduce of the
    gradient buffer's size (the gradient, the running norms' moments, the sample count and the stop
    vote), of 1/64, 1/8 and 4x that, and of TINY_FLOATS floats (the
    latency of the small per-iteration collectives): WARMUP of each, then bench.scaling_repeats,
@@ -30,8 +30,8 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
    sync / (iteration + sync) and efficiency = iteration / (iteration + sync), as if the learner
    were the node's bottleneck.
 
-The roles live apart: launch.scaling_harness measures 1 and 2, launch.scaling_model fits 3 and
-predicts 4 (pure), launch.scaling_report prints; this module is the command (checks, signals, the
+The roles live apart: launch.tools.scaling_harness measures 1 and 2, launch.tools.scaling_model fits 3 and
+predicts 4 (pure), launch.tools.scaling_report prints; this module is the command (checks, signals, the
 order of the steps).
 
 The ring's latency term grows linearly in the nodes; NCCL uses trees at that scale, so at 256 nodes
@@ -49,26 +49,26 @@ from collections.abc import Callable
 
 import hydra
 
-from launch import scaling_report as report
-from launch.app import check as check_config
-from launch.app import hydra_run_dir, resolve
-from launch.exits import tool_failed
-from launch.overrides import check_command, refuse
-from launch.scaling_harness import allreduce_sizes, batch_shape, measure_allreduce, measure_learner
-from launch.scaling_model import NODES, fit_ring, link_beta, predict, ring_allreduce_s
-from nodes.config import in_rounds, node_batch_size, splits_batch
+from launch.cli.app import check as check_config
+from launch.cli.app import hydra_run_dir, resolve
+from launch.cli.exits import tool_failed
+from launch.cli.overrides import check_command, refuse
+from launch.tools import scaling_report as report
+from launch.tools.scaling_harness import allreduce_sizes, batch_shape, measure_allreduce, measure_learner
+from launch.tools.scaling_model import NODES, fit_ring, link_beta, predict, ring_allreduce_s
+from nodes.config.schema import in_rounds, node_batch_size, splits_batch
 from nodes.errors import ConfigError, Stopped, need
 
 
 def check_scaling(cfg) -> None:
-    """What launch.scaling needs beyond launch.app's checks (ConfigError, one line)."""
+    """What launch.scaling needs beyond launch.cli.app's checks (ConfigError, one line)."""
     need(cfg.nodes == 1, f"launch.scaling predicts {', '.join(map(str, NODES))} nodes from measurements on this "
                          f"machine: leave nodes=1, got nodes={cfg.nodes}")
     need(cfg.launcher.name == "local", "launch.scaling measures this machine: use launcher=local")
     need(cfg.train.device == "cpu", "launch.scaling measures the learner on this CPU (a GPU's iteration is "
                                     f"bench.gpu_iteration_s): use train.device=cpu, got '{cfg.train.device}'")
     if cfg.bench.scaling_links:
-        from launch import hosts
+        from launch.spawn import hosts
         for link in cfg.bench.scaling_links:
             hosts.parse_rate(link)
         hosts.check_machine(max(cfg.bench.scaling_ranks), "bench.scaling_links", "max(bench.scaling_ranks)")
@@ -78,7 +78,7 @@ def check_scaling(cfg) -> None:
 
 
 def check(cfg) -> None:
-    """Every check of a composed point before anything starts: ours, then launch.app's."""
+    """Every check of a composed point before anything starts: ours, then launch.cli.app's."""
     check_scaling(cfg)
     check_config(cfg)
 
@@ -89,7 +89,7 @@ def _stop(signum, frame) -> None:
 
 @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
 def main(cfg) -> None:
-    obj = resolve(cfg, hydra_run_dir())  # launch.app's checks
+    obj = resolve(cfg, hydra_run_dir())  # launch.cli.app's checks
     try:
         check_scaling(obj)
     except ConfigError as exc:
@@ -140,8 +140,8 @@ def scaling(obj) -> None:
 
 def node_batches(obj, batch: int, device: str) -> Callable[[int], int]:
     """Each node's batch in samples on p nodes computing on `device`: its share of the world's
-    `batch` (nodes.config.node_batch_size) where sync.global_batch splits it on that device
-    (nodes.config.splits_batch: auto on CPUs, not on GPUs) and not in rounds, else the whole batch."""
+    `batch` (nodes.config.schema.node_batch_size) where sync.global_batch splits it on that device
+    (nodes.config.schema.splits_batch: auto on CPUs, not on GPUs) and not in rounds, else the whole batch."""
     if splits_batch(obj.sync.global_batch, device) and not in_rounds(obj.sampler):
         return lambda p: node_batch_size(obj.sampler, p, True)
     return lambda p: batch
@@ -166,7 +166,7 @@ def on_link(link: str, ranks: list[int], sizes: list[tuple[str, int]], repeats: 
     bandwidth (as `predict` has it, with no link latency: a veth adds none), and with the slower
     of the link and the loopback's own per-byte cost (the software's copies and sums, which gloo
     overlaps with the sends: on a fast link they are the bottleneck)."""
-    from launch.hosts import Network, parse_rate
+    from launch.spawn.hosts import Network, parse_rate
 
     bits = parse_rate(link)
     with Network(max(ranks), bits) as net:

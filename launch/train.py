@@ -1,13 +1,13 @@
 """`python -m launch.train [overrides]`: train one policy (see docs/getting-started.md for the contract).
 
 - nodes=1: the single-node fallback, in this process, with no process group at all;
-- nodes=N (launcher=local): N node processes on this machine over gloo (launch.local);
+- nodes=N (launcher=local): N node processes on this machine over gloo (launch.spawn.local);
 - launcher=slurm: one Slurm job of N nodes through submitit (launch.slurm); prints the job id and
   the run directory, and with launcher.wait=true waits for the job and exits with its result;
 - started by srun / torchrun (a world in the environment), or as a task of Hydra's submitit
   launcher (hydra/launcher=submitit_slurm): this process is one rank of that world.
 
-Before Hydra starts, the command line is checked point by point (launch.overrides). A job
+Before Hydra starts, the command line is checked point by point (launch.cli.overrides). A job
 returns its run's mean episode reward, the objective of sweeper plugins such as Optuna.
 """
 from __future__ import annotations
@@ -17,10 +17,10 @@ import sys
 
 import hydra
 
-from launch.app import check, hydra_run_dir, resolve, write_resolved
-from launch.exits import exit_now, objective, run_node
-from launch.logs import rank_logging
-from launch.overrides import check_command, refuse
+from launch.cli.app import check, hydra_run_dir, resolve, write_resolved
+from launch.cli.exits import exit_now, objective, run_node
+from launch.cli.logs import rank_logging
+from launch.cli.overrides import check_command, refuse
 from nodes.errors import ConfigError
 
 log = logging.getLogger("launch.train")
@@ -46,7 +46,7 @@ def main(cfg, submitted: list) -> float | None:
         # hydra-submitit's tasks share the sweep directory its submitting process fixed
         if not any(a.startswith("hydra.run.dir=") for a in sys.argv[1:]) and not slurm.under_hydra_submitit():
             refuse("under srun/torchrun every rank needs the same run directory: pass hydra.run.dir=...")
-        from launch.ranks import run_rank
+        from launch.spawn.ranks import run_rank
         obj.nodes = world.size
         if world.rank == 0:
             write_resolved(obj)
@@ -65,7 +65,7 @@ def main(cfg, submitted: list) -> float | None:
     write_resolved(obj)
     log.info("run directory: %s", obj.run_dir)
     if obj.nodes > 1:
-        from launch.local import spawn_nodes
+        from launch.spawn.local import spawn_nodes
         return finish(spawn_nodes(obj), obj.run_dir)
     rank_logging(obj.run_dir, 0, under_hydra=True)
     return finish(run_node(obj), obj.run_dir)

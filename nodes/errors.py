@@ -2,13 +2,13 @@
 
 Every entry point prints one line for an error (`error: ...`) and, where a rank has a log file,
 writes the full traceback of an unexpected exception there (`TRACEBACKS`, attached to the log
-file only by launch.logs), so nothing is lost and the console stays readable.
+file only by launch.cli.logs), so nothing is lost and the console stays readable.
 """
 from __future__ import annotations
 
 import logging
 
-# The full traceback of an unexpected error goes here: launch.logs attaches the rank's log file
+# The full traceback of an unexpected error goes here: launch.cli.logs attaches the rank's log file
 # and nothing else (the console shows one line). Without that, tracebacks are dropped quietly.
 TRACEBACKS = logging.getLogger("distrl.tracebacks")
 TRACEBACKS.propagate = False
@@ -52,7 +52,7 @@ class Stopped(Exception):
 
 
 class PeerLost(RuntimeError):
-    """A collective failed because a rank is gone (sync.peers raises it); the message names it (one
+    """A collective failed because a rank is gone (sync.dist_peers raises it); the message names it (one
     line), `ranks` too (empty when it is not known which). Here, not in sync/, so that the node
     can survive one (sync.elastic) without knowing anything of how peers talk."""
 

@@ -6,17 +6,17 @@ ended it: nodes.errors.Stopped, WorkerFailed, KeyboardInterrupt, or what the pee
 launcher turns it into an exit code).
 
 The rooms the loop uses, each with one job: the run state every rank holds alike
-(nodes.run_state), the workers and batchers (nodes.sampler), who trains together
-(nodes.membership), what the run leaves in its directory (nodes.run_record), the learners
-(nodes.members: one per population member; one policy is a population of one), the stop signals
-(nodes.signals) and the statistics (nodes.stats). Other machines are `peers` (nodes.peers.Solo
+(nodes.run.run_state), the workers and batchers (nodes.sampling.sampler), who trains together
+(nodes.run.membership), what the run leaves in its directory (nodes.run.run_record), the learners
+(nodes.population.members: one per population member; one policy is a population of one), the stop signals
+(nodes.run.signals) and the statistics (nodes.run.stats). Other machines are `peers` (nodes.run.peers.Solo
 for one node; sync/ supplies the multi-node one), so this module knows nothing of them.
 
 Every training iteration calls the peers at the same points on every rank: batches ready (or cut
 short because the others are ready), each member's gradient reduction (which carries every
 rank's wish to stop, so all ranks stop after the same iteration, and the running norms'
 moments), every sync.stats_every iterations a stats gather (after which a PBT step may replace
-members, the same on every rank: nodes.pbt), every sync.check_every iterations a comparison of
+members, the same on every rank: nodes.population.pbt), every sync.check_every iterations a comparison of
 each member's parameters and run state.
 """
 from __future__ import annotations
@@ -31,25 +31,25 @@ from dataclasses import dataclass
 
 import torch
 
-from nodes.config import node_batch_size, slots_per_batch, splits_batch
+from nodes.config.schema import node_batch_size, slots_per_batch, splits_batch
+from nodes.config.validate import need_envs_for
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
-from nodes.evaluation import Evaluation
-from nodes.fork_server import ensure_fork_server
-from nodes.members import Members
-from nodes.membership import Membership
+from nodes.evaluation.evaluator import Evaluation
 from nodes.models import deterministic_kernels
-from nodes.peers import NO_SIGNAL, Peers, Solo
-from nodes.placement import Placement, apply, here, use_device
-from nodes.profile import LEARNER
-from nodes.run_record import RunRecord, members_line, to_cpu
-from nodes.run_state import RunState
-from nodes.sampler import Sampler
-from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
-from nodes.signals import StopSignals
-from nodes.stats import RANK_ROW_WIDTH, RankRow, RankStats
-from nodes.summary import merge_trains, run_summary
-from nodes.validate import need_envs_for
+from nodes.population.members import Members
+from nodes.run.membership import Membership
+from nodes.run.peers import NO_SIGNAL, Peers, Solo
+from nodes.run.profile import LEARNER
+from nodes.run.run_record import RunRecord, members_line, to_cpu
+from nodes.run.run_state import RunState
+from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
+from nodes.run.signals import StopSignals
+from nodes.run.stats import RANK_ROW_WIDTH, RankRow, RankStats
+from nodes.run.summary import merge_trains, run_summary
+from nodes.sampling.fork_server import ensure_fork_server
+from nodes.sampling.placement import Placement, apply, here, use_device
+from nodes.sampling.sampler import Sampler
 
 log = logging.getLogger("nodes")
 
@@ -73,7 +73,7 @@ class Node:
         (launch.slurm: Slurm's preemption signal). With several nodes (or elastic) a signal is a
         vote, from the start on: cast with the next gradient all-reduce, so every rank stops after
         the same iteration (a rank that stopped alone, even during start-up, would leave the others
-        in a collective it never joins). placement: this rank's device and cores (nodes.placement;
+        in a collective it never joins). placement: this rank's device and cores (nodes.sampling.placement;
         found here when not given); ConfigError when this host cannot run the layout."""
         self.launched = time.time()
         self.cfg = cfg
@@ -89,7 +89,7 @@ class Node:
             deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals, vote=self.world > 1 or self.peers.elastic)
-        ensure_fork_server(self.signals)  # a no-op after launch.exits.run_node; else its imports run meanwhile
+        ensure_fork_server(self.signals)  # a no-op after launch.cli.exits.run_node; else its imports run meanwhile
         self.spec = env_spec(cfg.env)
         if cfg.population.size > 1:  # sampler.num_workers=auto is known only now
             need_envs_for(cfg.population.size, cfg.sampler.num_workers * cfg.sampler.envs_per_worker, cfg.env.agents)
@@ -134,7 +134,7 @@ class Node:
     def idle(self) -> None:
         """Between polls for a batch: the workers' reports, their liveness, a stop signal (with one
         node). Never blocks: the wait is the batchers' (they wake the learner the moment a batch is
-        ready). Public: the bench's phases (launch.measure) poll with it as the loop does."""
+        ready). Public: the bench's phases (launch.tools.measure) poll with it as the loop does."""
         self.sampler.poll()
         if self.signals.received is not None and not self.signals.vote:
             raise Stopped(self.signals.received)
@@ -146,7 +146,7 @@ class Node:
         return bool(t.max_env_frames and self.stats.env_frames >= t.max_env_frames)
 
     def _stop_vote(self) -> int:
-        """This rank's own reasons to stop, voted since ranks differ (nodes.peers): the signal it
+        """This rank's own reasons to stop, voted since ranks differ (nodes.run.peers): the signal it
         received, NO_SIGNAL for its time limit, 0 for none."""
         t = self.cfg.train
         if self.signals.received is not None:

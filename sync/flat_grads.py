@@ -1,7 +1,7 @@
 """The one flat buffer a gradient all-reduce sends: every trainable parameter's gradient times the
 node's sample count, the running norms' moments, which parameters had a gradient, then the sample
-count and the flags (the stop vote as nodes.peers.vote_flags, a join seen). Summed over ranks it is everything an update
-needs, in one collective; `unpack` turns the sum into the sample-weighted mean.
+count and the flags (the stop vote as nodes.run.peers.vote_flags, a join seen). Summed over ranks it
+is everything an update needs, in one collective; `unpack` turns the sum into the sample-weighted mean.
 
 Every trainable parameter takes part, with a gradient or without: ranks that differ in which
 parameters got one (a head unused in this batch) still send buffers of one layout. A missing

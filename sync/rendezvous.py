@@ -238,7 +238,7 @@ class Rendezvous:
 
     def _host_store(self, size: int) -> tuple[str, int]:
         """Start a store keeper (sync.store_keeper) from this node's fork server; its address."""
-        from nodes.fork_server import start_context
+        from nodes.sampling.fork_server import start_context
         from sync.store_keeper import serve
 
         ctx = start_context()

@@ -1,7 +1,7 @@
 """The store keeper: a child process that hosts one elastic generation's TCPStore.
 
 Started by the generation's lowest node (sync.rendezvous) from the node's fork server
-(nodes.fork_server), which has torch imported already: a keeper serves within milliseconds, where
+(nodes.sampling.fork_server), which has torch imported already: a keeper serves within milliseconds, where
 `python -m` a new interpreter took ~1.1 s (importing torch) at every generation a node formed, the
 first one and each one after a loss. It sends the port it listens on, then serves until the pipe
 from its node reaches end-of-file, which happens when that node exits or is killed (not

@@ -1,7 +1,7 @@
 """The watchdog: the last word on a call that never returns.
 
 Store operations on a connection to a frozen (not dead) rank 0 block without any timeout, and a
-collective waiting for a frozen peer may too. Every collective and store call of sync.peers runs
+collective waiting for a frozen peer may too. Every collective and store call of sync.dist_peers runs
 under `watch(what)`; a thread looks once a second, and a call still running after `limit_s`
 (sync.timeout_s + 10 s: our own waits fire first) logs the lost rank and ends the process (exit
 1). The node's janitor then removes its workers, as it does for any death of the main process.

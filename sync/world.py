@@ -29,7 +29,7 @@ class World:
     local_rank: int
     master_addr: str
     master_port: int
-    source: str  # "env" (RANK/WORLD_SIZE: torchrun, launch.local) | "slurm" (an srun step)
+    source: str  # "env" (RANK/WORLD_SIZE: torchrun, launch.spawn.local) | "slurm" (an srun step)
 
 
 def first_host(nodelist: str) -> str:

@@ -63,7 +63,7 @@ gym.register("SlowBandit-v0", entry_point=SlowBandit)
 
 
 class SlowOnRank1Bandit(SignBandit):
-    """SignBandit whose steps take 0.2 ms longer on rank 1 only (RANK, as launch.local sets it):
+    """SignBandit whose steps take 0.2 ms longer on rank 1 only (RANK, as launch.spawn.local sets it):
     rank 1 is a straggler at about half the speed of rank 0 (the straggler test)."""
 
     delay_s = 0.0002

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from launch.local import free_port  # noqa: F401 - one free_port, for the project and its tests
+from launch.spawn.local import free_port  # noqa: F401 - one free_port, for the project and its tests
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONF_DIR = os.path.join(ROOT, "conf")
@@ -39,7 +39,7 @@ def compose(*overrides, run_dir=None):
     from hydra import initialize_config_dir
     from omegaconf import OmegaConf
 
-    import launch.app  # noqa: F401 - registers the schema in Hydra's ConfigStore
+    import launch.cli.app  # noqa: F401 - registers the schema in Hydra's ConfigStore
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = hydra_compose(config_name="config", overrides=list(overrides))
@@ -101,8 +101,8 @@ def refusal(*argv):
     import contextlib
     import io
 
-    from launch.app import check
-    from launch.overrides import check_command
+    from launch.cli.app import check
+    from launch.cli.overrides import check_command
 
     err = io.StringIO()
     with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:

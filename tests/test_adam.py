@@ -1,4 +1,4 @@
-"""nodes.adam.Adam against torch.optim.Adam: the same bits step after step, state_dicts that load
+"""nodes.learning.adam.Adam against torch.optim.Adam: the same bits step after step, state_dicts that load
 into each other, and no torch._dynamo import (the reason it exists)."""
 import copy
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from nodes.adam import Adam
+from nodes.learning.adam import Adam
 
 
 def _model(seed):
@@ -69,8 +69,8 @@ def test_state_dicts_load_into_each_other_and_go_on_alike():
 
 def test_a_learner_on_cpu_never_imports_dynamo():
     code = ("import sys, torch\n"
-            "from nodes.learner import make_optimizer\n"
-            "from nodes.config import AlgoConfig\n"
+            "from nodes.learning.learner import make_optimizer\n"
+            "from nodes.config.schema import AlgoConfig\n"
             "m = torch.nn.Linear(3, 2)\n"
             "opt = make_optimizer(m, AlgoConfig())\n"
             "m(torch.ones(3)).sum().backward(); opt.step()\n"
@@ -85,9 +85,9 @@ def test_a_mujoco_learner_with_either_adam_takes_the_same_steps():
     with torch.optim.Adam as with ours (a suspicion once, from a single pair of noisy HalfCheetah runs)."""
     from helpers import compose
 
-    from launch.scaling_harness import batch_shape, synthetic_batch
+    from launch.tools.scaling_harness import batch_shape, synthetic_batch
     from nodes.envs import env_spec
-    from nodes.learner import Learner
+    from nodes.learning.learner import Learner
     from nodes.models import ActorCritic
 
     cfg = compose("env=mujoco_halfcheetah", "sampler.num_workers=2", "sampler.envs_per_worker=4")

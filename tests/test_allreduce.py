@@ -11,10 +11,10 @@ import torch.multiprocessing as mp
 from helpers import compose, free_port
 from torch import nn
 
-from nodes.buffers import SlotBatch
 from nodes.envs import EnvSpec
-from nodes.learner import Learner
+from nodes.learning.learner import Learner
 from nodes.models import ActorCritic
+from nodes.sampling.buffers import SlotBatch
 
 SPEC = EnvSpec((4,), np.float32, (3, 2))  # two action heads: the joint log-prob is a sum
 
@@ -46,7 +46,7 @@ def fresh_model():
 
 
 def _rank(rank, port, sizes, out_dir, grad_dtype="fp32"):
-    from sync.peers import DistPeers
+    from sync.dist_peers import DistPeers
     from sync.world import World
     cfg = make_cfg(grad_dtype)
     peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), cfg.sync)
@@ -117,7 +117,7 @@ HEAD_SAMPLES = (3, 5)  # each rank's sample count
 
 
 def _heads_rank(rank, port, out_dir):
-    from sync.peers import DistPeers
+    from sync.dist_peers import DistPeers
     from sync.world import World
     peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose("sync.timeout_s=20").sync)
     model = rank_grads(rank)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from helpers import compose
 
-from nodes.batcher import Batcher
-from nodes.buffers import Control, allocate
 from nodes.envs import EnvSpec
 from nodes.errors import WorkerFailed
+from nodes.learning.batcher import Batcher
+from nodes.sampling.buffers import Control, allocate
 
 PER_BATCH, ROLLOUT = 3, 2
 
@@ -150,8 +150,8 @@ def test_device_feed_gathers_what_copy_slots_does_into_two_alternating_buffers(p
     as SlotBatch.copy_slots, batches independent of the reused host buffers, versions on the host."""
     import torch
 
-    from nodes.batcher import DeviceFeed
-    from nodes.buffers import SlotBatch
+    from nodes.learning.batcher import DeviceFeed
+    from nodes.sampling.buffers import SlotBatch
 
     buffers, _ = parts
     feed = DeviceFeed(buffers, PER_BATCH, torch.device("cpu"))

@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from nodes import checkpoint as ckpt
+from nodes.run import checkpoint as ckpt
 
 
 def state(version):

@@ -6,12 +6,12 @@ import pytest
 import torch
 from helpers import compose
 
-from nodes.buffers import SlotBatch, allocate
 from nodes.envs import EnvSpec, action_converter, check_env_config, make_env
 from nodes.errors import ConfigError
 from nodes.models import ActionHeads, ActorCritic
-from nodes.policy_worker import Inference
-from nodes.rollout_worker import random_rows
+from nodes.sampling.buffers import SlotBatch, allocate
+from nodes.sampling.policy_worker import Inference
+from nodes.sampling.rollout_worker import random_rows
 
 MEAN = torch.tensor([[0.5, -1.0, 2.0], [0.0, 0.3, -0.7]])
 LOG_STD = torch.tensor([[-0.5, 0.0, 0.7]]).expand(2, -1)

@@ -7,10 +7,10 @@ import os
 import torch
 from helpers import ROOT, compose, one_error_line, run_module, summary, train
 
-from nodes import checkpoint as ckpt
-from nodes import seeds
 from nodes.envs import env_spec
 from nodes.models import ActorCritic, param_checksum
+from nodes.run import checkpoint as ckpt
+from nodes.run import seeds
 
 SMALL = ["model=feedforward", "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
          "sampler.batch_size=128", "train.status_every_s=1"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch
 
-from nodes.buffers import allocate
 from nodes.envs import env_spec
 from nodes.models import ActorCritic
-from nodes.policy_worker import Inference
+from nodes.sampling.buffers import allocate
+from nodes.sampling.policy_worker import Inference
 from tests.helpers import compose
 
 OUTPUTS = ("actions", "logp", "values", "env_h", "h0", "versions")

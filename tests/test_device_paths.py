@@ -13,11 +13,11 @@ import signal
 import pytest
 import torch
 
-from nodes.buffers import SlotBatch, allocate
 from nodes.envs import env_spec
-from nodes.learner import LOGGED, Learner
+from nodes.learning.learner import LOGGED, Learner
 from nodes.models import ActorCritic
-from nodes.policy_worker import Inference, Staging
+from nodes.sampling.buffers import SlotBatch, allocate
+from nodes.sampling.policy_worker import Inference, Staging
 from tests.helpers import compose
 
 

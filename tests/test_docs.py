@@ -1,5 +1,5 @@
 """The documentation site: it builds with `mkdocs build --strict` (a broken link, a missing page or
-a page left out of the nav fails), and its configuration reference is what nodes/config.py says
+a page left out of the nav fails), and its configuration reference is what nodes/config/schema.py says
 today (launch.config_docs generates it)."""
 import dataclasses
 import os
@@ -10,7 +10,7 @@ import sys
 from helpers import ROOT, missing_dependency
 
 from launch import config_docs
-from nodes.config import Config
+from nodes.config.schema import Config
 
 
 def test_the_configuration_reference_is_generated_from_the_code_as_it_is():
@@ -35,7 +35,7 @@ def test_the_reference_names_every_key_with_its_default_and_a_meaning():
     for key, _ in keys(Config()):
         assert key in rows, f"{key} is missing from the reference"
         meaning = rows[key].rstrip().rstrip("|").split("|")[-1].strip()
-        assert meaning, f"{key} has no meaning in nodes/config.py (a comment beside or above it)"
+        assert meaning, f"{key} has no meaning in nodes/config/schema.py (a comment beside or above it)"
     assert "| `algo.lr` | `0.0001` |" in page and "| `sampler.mode` | `async` |" in page
 
 

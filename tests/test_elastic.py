@@ -1,6 +1,6 @@
 """sync.elastic: real node processes on this machine, real gloo groups. A node is SIGKILLed or frozen
 (SIGSTOP); the others re-form their world and train on with identical parameters, or stop below
-sync.min_nodes (nodes.membership, sync.peers `regroup`/`share`, sync.rendezvous). Nodes joining:
+sync.min_nodes (nodes.run.membership, sync.dist_peers `regroup`/`share`, sync.rendezvous). Nodes joining:
 tests/test_chaos.py and tests/test_slurm.py."""
 import os
 import re
@@ -11,7 +11,7 @@ import time
 
 from helpers import start_train, summary, train, world_sizes
 
-from nodes import checkpoint as ckpt
+from nodes.run import checkpoint as ckpt
 from sync.store_keeper import running
 
 THREE_GYM = ["nodes=3", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",

@@ -5,11 +5,11 @@ import pytest
 import torch
 from helpers import compose
 
-from nodes.buffers import SlotBatch
-from nodes.config import node_batch_size, splits_batch
+from nodes.config.schema import node_batch_size, splits_batch
 from nodes.envs import EnvSpec
-from nodes.learner import Learner
+from nodes.learning.learner import Learner
 from nodes.models import ActorCritic
+from nodes.sampling.buffers import SlotBatch
 
 SPEC = EnvSpec((4,), np.float32, (3,))
 

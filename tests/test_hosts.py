@@ -12,9 +12,9 @@ import pytest
 import torch
 from helpers import FAST_GYM, compose, read_until, refusal, start_train, summary, train
 
-from launch import hosts
-from nodes import checkpoint as ckpt
+from launch.spawn import hosts
 from nodes.errors import ConfigError
+from nodes.run import checkpoint as ckpt
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

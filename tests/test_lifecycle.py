@@ -9,8 +9,8 @@ import pytest
 import torch
 from helpers import FAST_GYM, compose, read_until, start_train, summary, train
 
-from nodes import checkpoint as ckpt
-from nodes.signals import SAME_REQUEST_S, StopSignals
+from nodes.run import checkpoint as ckpt
+from nodes.run.signals import SAME_REQUEST_S, StopSignals
 
 
 def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
@@ -82,7 +82,7 @@ def test_sigterm_stops_cleanly_with_final_checkpoint(run_dir):
 
 
 def test_a_signal_delivered_twice_at_once_is_one_request_and_a_later_one_is_impatience():
-    """A terminal's Ctrl-C reaches a node twice (its process group, and launch.local's forward):
+    """A terminal's Ctrl-C reaches a node twice (its process group, and launch.spawn.local's forward):
     one request. The same signal again after SAME_REQUEST_S, or another signal, is a second Ctrl-C."""
     for second, wait in ((signal.SIGINT, SAME_REQUEST_S + 0.2), (signal.SIGTERM, 0.0)):
         with StopSignals(vote=True) as signals:

@@ -138,7 +138,7 @@ def _rank(rank, port, out_dir):
     """A rank of a 3-rank world whose wall clock runs WORLD_SKEWS[rank] seconds off, as on another host."""
     real = time.time
     time.time = lambda: real() + WORLD_SKEWS[rank]
-    from sync.peers import DistPeers
+    from sync.dist_peers import DistPeers
     from sync.world import World
 
     size = len(WORLD_SKEWS)
@@ -201,7 +201,7 @@ def _frozen_peer_rank(rank, port, out_dir, what):
     """Rank 1 freezes (SIGSTOP: its sockets stay open, so gloo would wait out its whole timeout)
     right after the world formed; rank 0 then enters `what` and must name rank 1 by its heartbeat."""
     from nodes.errors import PeerLost
-    from sync.peers import DistPeers
+    from sync.dist_peers import DistPeers
     from sync.world import World
 
     peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose("sync.timeout_s=30").sync)

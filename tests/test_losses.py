@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from nodes import losses
+from nodes.learning import losses
 
 
 def test_vtrace_hand_computed_off_policy():
@@ -129,10 +129,10 @@ def test_learner_uses_the_configured_value_and_exploration_losses():
     import numpy as np
     from helpers import compose
 
-    from nodes.buffers import SlotBatch
     from nodes.envs import EnvSpec
-    from nodes.learner import Learner
+    from nodes.learning.learner import Learner
     from nodes.models import ActorCritic
+    from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (3, 2))
     g = torch.Generator().manual_seed(0)
@@ -160,10 +160,10 @@ def test_normalized_returns_the_critic_learns_targets_in_their_std_and_the_momen
     import numpy as np
     from helpers import compose
 
-    from nodes.buffers import SlotBatch
     from nodes.envs import EnvSpec
-    from nodes.learner import Learner
+    from nodes.learning.learner import Learner
     from nodes.models import ActorCritic
+    from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (3,))
     g = torch.Generator().manual_seed(0)
@@ -209,11 +209,11 @@ def test_every_running_norms_moments_ride_in_the_gradient_all_reduce():
     import numpy as np
     from helpers import compose
 
-    from nodes.buffers import SlotBatch
     from nodes.envs import EnvSpec
-    from nodes.learner import Learner
+    from nodes.learning.learner import Learner
     from nodes.models import ActorCritic
-    from nodes.peers import Solo
+    from nodes.run.peers import Solo
+    from nodes.sampling.buffers import SlotBatch
 
     class TwoAlike(Solo):
         calls = 0
@@ -256,10 +256,10 @@ def test_a_time_limit_bootstraps_from_the_value_where_the_episode_was_cut(vtrace
     import numpy as np
     from helpers import compose
 
-    from nodes.buffers import SlotBatch
     from nodes.envs import EnvSpec
-    from nodes.learner import Learner
+    from nodes.learning.learner import Learner
     from nodes.models import ActorCritic
+    from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (3,))
     g = torch.Generator().manual_seed(0)
@@ -291,7 +291,7 @@ def test_a_time_limit_bootstraps_from_the_value_where_the_episode_was_cut(vtrace
 def test_the_kl_estimate_is_the_kl_in_the_mean_and_its_gradient_too():
     """kl_to_behaviour on samples of the behaviour policy: its mean approaches KL(behaviour ||
     current) and the gradient of its mean that of the KL (two Gaussians, many samples)."""
-    from nodes.losses import kl_to_behaviour
+    from nodes.learning.losses import kl_to_behaviour
 
     g = torch.Generator().manual_seed(0)
     old = torch.distributions.Normal(0.0, 1.0)
@@ -312,10 +312,10 @@ def test_kl_coeff_adds_its_share_of_the_logged_kl_to_the_loss():
     import numpy as np
     from helpers import compose
 
-    from nodes.buffers import SlotBatch
     from nodes.envs import EnvSpec
-    from nodes.learner import Learner
+    from nodes.learning.learner import Learner
     from nodes.models import ActorCritic
+    from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (), action_low=(-1.0,), action_high=(1.0,))  # one Gaussian dim
     g = torch.Generator().manual_seed(0)

@@ -1,4 +1,4 @@
-"""One contract, every implementation of nodes.peers.Peers (as TorchRL tests its backends): each
+"""One contract, every implementation of nodes.run.peers.Peers (as TorchRL tests its backends): each
 check below runs against Solo in this process and against DistPeers in a real 2-rank gloo group
 on 127.0.0.1, where every check runs on both ranks, in the same order, as the node loop calls them.
 Checks are written in terms of peers.rank and peers.world_size, so one text holds for any world."""
@@ -15,7 +15,7 @@ from helpers import compose, free_port
 from torch import nn
 
 from nodes.models import param_checksum
-from nodes.peers import NO_SIGNAL, Peers, Solo, vote_flags, world_vote
+from nodes.run.peers import NO_SIGNAL, Peers, Solo, vote_flags, world_vote
 
 CHECKS = {}
 
@@ -220,7 +220,7 @@ def test_solo(check):
 
 
 def _rank(rank, port, out_dir):
-    from sync.peers import DistPeers
+    from sync.dist_peers import DistPeers
     from sync.world import World
 
     peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose("sync.timeout_s=30").sync)

@@ -5,7 +5,7 @@ Seen in CI: a 2-node Slurm job that had finished training ended FAILED because r
 exit ("terminate called without an active exception", SIGABRT). Its heartbeat thread was inside
 a TCPStore call to rank 0, which was exiting; the call returned while rank 1's interpreter was
 shutting down, and a daemon thread coming back into a torch call then aborts the process.
-The fix (sync/peers.py close): the threads are joined before leaving, and rank 0 waits until the
+The fix (sync/dist_peers.py close): the threads are joined before leaving, and rank 0 waits until the
 other ranks have closed, so no rank is inside a store call when rank 0 goes.
 
 Here rank 0 stops itself (SIGSTOP) right after close() returns and is killed once rank 1 has
@@ -23,11 +23,11 @@ from helpers import ROOT, free_port
 
 RANK = """
 import os, signal, sys, time
-import sync.peers
-sync.peers.HEARTBEAT_S = 0.0  # the heartbeat thread is (almost) always inside a store call
+import sync.dist_peers
+sync.dist_peers.HEARTBEAT_S = 0.0  # the heartbeat thread is (almost) always inside a store call
 import torch
 from tests.helpers import compose
-from sync.peers import DistPeers
+from sync.dist_peers import DistPeers
 from sync.world import World
 rank, port = int(sys.argv[1]), int(sys.argv[2])
 peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose().sync)

@@ -16,7 +16,7 @@ from helpers import compose, free_port
 from torch import nn
 
 from nodes.models import param_checksum
-from sync.peers import PeerLost, collective_devices, group_backend
+from sync.dist_peers import PeerLost, collective_devices, group_backend
 
 NAMED_WITHIN_S = 15.0
 
@@ -60,7 +60,7 @@ def never_completing_all_reduce(dist):
 
 
 def recorded_collectives(dist, calls):
-    """Replace the collectives sync.peers calls by wrappers that record (name, device, dtype) of
+    """Replace the collectives sync.dist_peers calls by wrappers that record (name, device, dtype) of
     every tensor argument, and the `device`/`async_op` keywords, then call through."""
     def wrap(name, fn):
         def call(*args, **kw):
@@ -93,10 +93,10 @@ def timed_failure(fn):
 def scenario_route_then_freeze(peers, results, save):
     """Both ranks: the recorded collectives; rank 0: a never-completing all-reduce with live peers
     (the timeout); then rank 1 freezes and rank 0's real gloo all-reduce hangs (the watch)."""
-    import sync.peers
+    import sync.dist_peers
 
     calls = []
-    recorded_collectives(sync.peers.dist, calls)
+    recorded_collectives(sync.dist_peers.dist, calls)
     model = grads_model()
     peers.share(0, lambda: b"rank 0's run state")  # a fixed world's start
     peers.reduce_gradients(model, 8, sums=torch.zeros(5, device=peers.bulk_device))  # with moments
@@ -106,11 +106,11 @@ def scenario_route_then_freeze(peers, results, save):
     results["devices"] = (str(peers.bulk_device), str(peers.small_device))
     results["last_checksum"] = peers.last_checksum
     if peers.rank == 0:
-        real = never_completing_all_reduce(sync.peers.dist)
+        real = never_completing_all_reduce(sync.dist_peers.dist)
         peers.cfg.timeout_s = 1.5
         results["timeout"] = timed_failure(lambda: peers.reduce_gradients(model, 8))
         peers.cfg.timeout_s = 300.0
-        sync.peers.dist.all_reduce = real
+        sync.dist_peers.dist.all_reduce = real
     peers.all_sum(torch.zeros(1))  # rank 1 waits here for rank 0's timeout
     if peers.rank == 1:
         save()
@@ -121,7 +121,7 @@ def scenario_route_then_freeze(peers, results, save):
 def scenario_killed(peers, results, save):
     """Rank 1 is killed; rank 0's all-reduce first never completes (NCCL-like), then is a real
     gloo all-reduce, which fails at once on the closed socket."""
-    import sync.peers
+    import sync.dist_peers
 
     model = grads_model()
     peers.check_agreement(model, 1)
@@ -129,9 +129,9 @@ def scenario_killed(peers, results, save):
     if peers.rank == 1:
         save()
         os.kill(os.getpid(), signal.SIGKILL)
-    real = never_completing_all_reduce(sync.peers.dist)
+    real = never_completing_all_reduce(sync.dist_peers.dist)
     results["never_completes"] = timed_failure(lambda: peers.reduce_gradients(model, 8))
-    sync.peers.dist.all_reduce = real
+    sync.dist_peers.dist.all_reduce = real
     results["gloo"] = timed_failure(lambda: peers.reduce_gradients(model, 8))
     results["last_checksum"] = (peers.last_checksum, param_checksum(model))
 
@@ -140,7 +140,7 @@ SCENARIOS = {"route_then_freeze": scenario_route_then_freeze, "killed": scenario
 
 
 def _rank(rank, port, out_dir, scenario):
-    from sync.peers import DistPeers
+    from sync.dist_peers import DistPeers
     from sync.world import World
 
     peers = DistPeers(World(rank, 2, rank, "127.0.0.1", port, "env"), compose("sync.timeout_s=300").sync)

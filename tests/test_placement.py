@@ -1,11 +1,11 @@
-"""nodes.placement: device, ranks per host and core split as pure functions over faked
+"""nodes.sampling.placement: device, ranks per host and core split as pure functions over faked
 environments (torchrun, `srun -n`, submitit, the local spawner, per-task GPU binding)."""
 from __future__ import annotations
 
 import pytest
 
 from nodes.errors import ConfigError
-from nodes.placement import (
+from nodes.sampling.placement import (
     choose_device,
     core_share,
     cpu_has_bf16,
@@ -24,7 +24,7 @@ def test_slurm_task_counts_expand():
 
 
 @pytest.mark.parametrize("env, expected", [
-    ({"LOCAL_WORLD_SIZE": "4", "SLURM_STEP_TASKS_PER_NODE": "8"}, 4),  # torchrun / launch.local win
+    ({"LOCAL_WORLD_SIZE": "4", "SLURM_STEP_TASKS_PER_NODE": "8"}, 4),  # torchrun / launch.spawn.local win
     # `srun -n 12` over two nodes sets no SLURM_NTASKS_PER_NODE: the step's own counts do
     ({"SLURM_STEP_TASKS_PER_NODE": "7,5", "SLURM_NODEID": "1"}, 5),
     ({"SLURM_STEP_TASKS_PER_NODE": "2(x3)", "SLURM_NODEID": "2", "SLURM_TASKS_PER_NODE": "9"}, 2),

@@ -7,15 +7,15 @@ import pytest
 import torch
 from helpers import compose
 
-from nodes.buffers import SlotBatch
 from nodes.envs import env_spec
 from nodes.errors import CheckpointError
-from nodes.learner import Learner
-from nodes.members import Members
+from nodes.learning.learner import Learner
 from nodes.models import ActorCritic, param_checksum
-from nodes.pbt import Pbt
-from nodes.peers import Solo
-from nodes.population import Assignment, Hyper, MemberStats, merge_members
+from nodes.population.members import Members
+from nodes.population.pbt import Pbt
+from nodes.population.roster import Assignment, Hyper, MemberStats, merge_members
+from nodes.run.peers import Solo
+from nodes.sampling.buffers import SlotBatch
 
 GYM = ("env=gym", "env.id=CartPole-v1", "model.fc_size=16", "model.hidden_size=8")
 

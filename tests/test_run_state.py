@@ -1,5 +1,5 @@
-"""One run state on every rank (nodes.run_state, nodes.membership), a signal during start-up
-(nodes.signals votes), the checkpoint written off the lockstep (nodes.run_record)."""
+"""One run state on every rank (nodes.run.run_state, nodes.run.membership), a signal during start-up
+(nodes.run.signals votes), the checkpoint written off the lockstep (nodes.run.run_record)."""
 import os
 import shutil
 import signal
@@ -12,10 +12,10 @@ import torch
 import yaml
 from helpers import ROOT, compose, free_port, summary, train
 
-from nodes import checkpoint as ckpt
 from nodes.node import Node
-from nodes.peers import Solo
-from nodes.run_record import RunRecord
+from nodes.run import checkpoint as ckpt
+from nodes.run.peers import Solo
+from nodes.run.run_record import RunRecord
 
 TWO_GYM = ["nodes=2", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
            "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
@@ -91,7 +91,7 @@ def test_a_signal_during_start_up_is_a_vote_cast_in_the_first_all_reduce(tmp_pat
     """SIGTERM to one rank while its workers start: it does not stop alone (raising before the loop
     and then calling the summary's checksum collective that the other ranks are not in); it votes
     in the first gradient all-reduce, so every rank stops after that iteration."""
-    from nodes import processes
+    from nodes.sampling import processes
 
     real_start = processes.WorkerPool.start
 

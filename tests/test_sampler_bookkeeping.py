@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 from helpers import compose
 
-from nodes.buffers import Control, allocate, env_groups
 from nodes.envs import EnvSpec
-from nodes.rollout_worker import GroupStepper
+from nodes.sampling.buffers import Control, allocate, env_groups
+from nodes.sampling.rollout_worker import GroupStepper
 
 
 class CountingEnv:

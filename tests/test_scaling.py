@@ -7,7 +7,7 @@ import json
 import pytest
 from helpers import one_error_line, run_module
 
-from launch.scaling_model import (
+from launch.tools.scaling_model import (
     LINKS_GBPS,
     NODES,
     Traffic,
@@ -147,9 +147,9 @@ def test_a_short_real_run_prints_the_predicted_table(tmp_path):
     assert any("sync.global_batch: CPU nodes each learn" in ln for ln in lines), proc.stdout
     assert any("ring fit to 2 ranks: alpha" in ln for ln in lines), proc.stdout
     assert not (tmp_path / "s").exists()  # a benchmark leaves no run directory behind
-    # the same all-reduces on 2 emulated hosts with 200 Mbit/s links (launch.hosts), against the model:
+    # the same all-reduces on 2 emulated hosts with 200 Mbit/s links (launch.spawn.hosts), against the model:
     # a ring of 2 sends each rank's whole tensor over its link, which no load can make faster than
-    # the rate, once the token bucket's burst (launch.hosts: 256 KiB here) is spent
+    # the rate, once the token bucket's burst (launch.spawn.hosts: 256 KiB here) is spent
     (link,) = result["links"]
     assert link["link"] == "200mbit" and [r["bytes"] for r in link["rows"]] == [m["bytes"] for m in measured]
     for r in link["rows"]:

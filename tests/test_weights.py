@@ -1,10 +1,10 @@
-"""The learner -> policy workers weights hand-off (nodes.weights): the seqlock never lets a reader
+"""The learner -> policy workers weights hand-off (nodes.sampling.weights): the seqlock never lets a reader
 keep half-written weights, never copies what it already has, and works across processes."""
 import torch
 import torch.multiprocessing as mp
 from torch import nn
 
-from nodes.weights import SharedWeights, WeightsReader
+from nodes.sampling.weights import SharedWeights, WeightsReader
 
 
 def model(value):

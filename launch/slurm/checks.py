@@ -7,7 +7,7 @@ import re
 import shutil
 import signal
 
-from nodes.config import Config
+from nodes.config.schema import Config
 from nodes.errors import ConfigError, need
 
 # per process of a rank, resident memory besides the shared buffers (measured on CPU; a CUDA
@@ -53,7 +53,7 @@ def shared_buffers_gb(cfg: Config) -> float:
     """The trajectory buffers one rank allocates in /dev/shm (observations dominate)."""
     import numpy as np
 
-    from nodes.config import num_slots
+    from nodes.config.schema import num_slots
     from nodes.envs import env_spec
 
     spec = env_spec(cfg.env)

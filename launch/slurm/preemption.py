@@ -9,8 +9,8 @@ import threading
 import time
 
 from launch.slurm.checks import preempt_signal
-from nodes.config import Config
-from nodes.signals import DEFAULT as DEFAULT_STOP_SIGNALS
+from nodes.config.schema import Config
+from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 
 log = logging.getLogger("launch.slurm")
 
@@ -25,13 +25,13 @@ def run_slurm_rank(cfg: Config, world, rendezvous=None) -> int:
     log.info("rank %d: Slurm job %s task %s on node %s (restart %s)", rank, env.get("SLURM_JOB_ID", "?"),
              env.get("SLURM_PROCID", "?"), env.get("SLURMD_NODENAME", "?"), env.get("SLURM_RESTART_COUNT", "0"))
     if rendezvous is not None:  # an array element: SIGTERM is its own, not a vote (SlurmArrayTask)
-        from launch.ranks import run_rank
+        from launch.spawn.ranks import run_rank
         code = run_rank(cfg, world, (signal.SIGINT, sig), rendezvous)
     elif world is not None:
-        from launch.ranks import run_rank
+        from launch.spawn.ranks import run_rank
         code = run_rank(cfg, world, (*DEFAULT_STOP_SIGNALS, sig))
     else:
-        from launch.exits import run_node
+        from launch.cli.exits import run_node
         code = run_node(cfg, stop_signals=(*DEFAULT_STOP_SIGNALS, sig))
     if code != 128 + sig:
         return code

@@ -8,7 +8,7 @@ import subprocess
 import time
 from collections.abc import MutableMapping
 
-from nodes.config import Config
+from nodes.config.schema import Config
 
 
 def in_slurm_step(env=None) -> bool:

@@ -9,7 +9,7 @@ import signal
 from launch.slurm.checks import preempt_signal, resources, sbatch_options
 from launch.slurm.tasks import SlurmArrayTask, SlurmTask
 from launch.slurm.wait import Submitted
-from nodes.config import Config
+from nodes.config.schema import Config
 from nodes.errors import ConfigError
 
 

@@ -19,7 +19,7 @@ class SlurmTask:
         self.run_dir = run_dir
 
     def __call__(self) -> int:
-        from launch.logs import rank_logging
+        from launch.cli.logs import rank_logging
         from launch.node import load_config
         from sync.world import detect
 
@@ -51,9 +51,9 @@ class SlurmArrayTask(SlurmTask):
     element requeues itself."""
 
     def __call__(self) -> int:
-        from launch.logs import rank_logging
+        from launch.cli.logs import rank_logging
         from launch.node import load_config
-        from launch.ranks import make_rendezvous
+        from launch.spawn.ranks import make_rendezvous
         from sync.world import World
 
         cfg = load_config(self.run_dir)

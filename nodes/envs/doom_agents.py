@@ -13,7 +13,7 @@ last tic renders and reads the state. The players respawn by the engine (sv_forc
 explicit respawn_player() takes a tic of one engine only and stalls the others.
 
 A slot's step needs its match's every action first: a rollout worker calls `submit(action)` on
-every slot of an env group, then `step(action)` on each (nodes/rollout_worker.py). The last
+every slot of an env group, then `step(action)` on each (nodes/sampling/rollout_worker.py). The last
 submit runs the match's step.
 
 A match whose player dies, fails or does not answer within env.match_timeout_s is killed (every
@@ -33,10 +33,10 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 
-from nodes import seeds
 from nodes.envs import doom, doom_match
-from nodes.janitor import INSTANCE_ARG
-from nodes.memory import descendants
+from nodes.run import seeds
+from nodes.run.memory import descendants
+from nodes.sampling.janitor import INSTANCE_ARG
 
 PLAYER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doom_player.py")
 START_ATTEMPTS = 3  # a match that fails to start this many times in a row fails the worker

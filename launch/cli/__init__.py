@@ -1,0 +1,1 @@
+"""What every entry point shares: the Hydra app, overrides, logs, exit codes."""

@@ -1,0 +1,240 @@
+"""Command-line overrides, checked with Hydra's own grammar before any process starts.
+
+`check_command(argv)` (launch.train, launch.bench) parses the overrides with Hydra's override
+parser, so every form Hydra documents works: `a,b`, `choice()`, `range()`, `interval()`, `glob()`,
+`tag()`, quoted strings, lists, dicts, `+key=`, `++key=`, `~key`. It expands a sweep into the
+points Hydra's basic sweeper will run, composes conf/ for each point the way Hydra will, and runs
+the semantic checks on each (nodes.config.validate.validate, then the env check). `compose_checked` is
+the one place that turns Hydra's and OmegaConf's errors into our one-line messages;
+launch.enjoy composes its own options through it too. The first bad value ends the command
+with one line on stderr and exit code 2 (`refuse`).
+
+A sweep of more than MAX_POINTS points (or one run by a sweeper plugin, e.g. Optuna, whose
+points are not known in advance) is checked value by value instead: each value of each swept
+key with the first value of the others, and both ends of an `interval()`.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException, MissingConfigException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    ConfigTypeError,
+    OmegaConfBaseException,
+    ValidationError,
+)
+
+from nodes.errors import ConfigError, one_line
+
+CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
+MAX_POINTS = 64  # a bigger sweep is checked value by value (each composition takes ~0.1 s)
+
+
+def refuse(message: str) -> None:
+    """The one-line refusal: `error: <message>` on stderr, exit code 2."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+_SCHEMAS: dict[str, Any] = {}
+
+
+def register(name: str, node: type) -> None:
+    """Register a structured config in Hydra's ConfigStore (the `schema` entry of conf/config.yaml)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name=name, node=node)
+    _SCHEMAS[name] = OmegaConf.structured(node)
+
+
+def _schema(config_name: str) -> Any | None:
+    return _SCHEMAS.get("schema" if config_name == "config" else config_name)
+
+
+# ----------------------------------------------------------------------------- parsing
+def split_argv(argv: Sequence[str]):
+    """argv as Hydra's own argument parser reads it (.overrides, .multirun, ...); None when
+    argparse refuses it (Hydra then prints its usage message itself)."""
+    from hydra._internal.utils import get_args_parser
+
+    try:
+        args = get_args_parser().parse_args(list(argv))
+    except SystemExit:
+        return None
+    return args
+
+
+def parse(lines: Sequence[str], loader=None) -> list[Override]:
+    try:
+        return OverridesParser.create(config_loader=loader).parse_overrides(list(lines))
+    except OverrideParseException as exc:
+        reason = [ln.strip() for ln in str(exc.message).splitlines()[1:] if ln.strip() and "hydra.cc" not in ln]
+        raise ConfigError(f"cannot parse override '{exc.override}': {reason[0] if reason else one_line(exc)}") from None
+
+
+def _value_strings(o: Override, loader) -> list[str]:
+    """The values a sweep (or a plain override) takes, as override value strings."""
+    if o.is_delete() and o.value_type is None:
+        return [""]
+    if not o.is_sweep_override():
+        return [o.get_value_element_as_str()]
+    if o.is_discrete_sweep():
+        o.config_loader = loader  # glob() lists the group's options through it
+        return list(o.sweep_string_iterator())
+    sweep = o.value()  # interval(): only its ends can be checked
+    return [str(sweep.start), str(sweep.end)]
+
+
+def _line(o: Override, value: str) -> str:
+    key = o.get_key_element()
+    return key if o.is_delete() and value == "" else f"{key}={value}"
+
+
+# ----------------------------------------------------------------------------- composing
+def _unknown_keys(cfg: Any, schema: Any, prefix: str = "") -> list[str]:
+    """Keys of a composed config that its schema does not have (a `+key=` Hydra let through).
+    Free-form fields (dicts such as env.shaping) take any key."""
+    if not isinstance(cfg, DictConfig) or not isinstance(schema, DictConfig):
+        return []
+    if OmegaConf.get_type(schema) in (dict, None):
+        return []
+    out = []
+    for key in cfg:
+        if key not in schema:
+            out.append(f"{prefix}{key}")
+        else:
+            out += _unknown_keys(cfg._get_node(key), schema._get_node(key), f"{prefix}{key}.")
+    return out
+
+
+def _free_form(schema: Any, key: str) -> bool:
+    """The key is inside a free-form dict of the schema (such as env.shaping)."""
+    parent = key.rpartition(".")[0]
+    node = OmegaConf.select(schema, parent, default=None) if schema is not None and parent else None
+    return isinstance(node, DictConfig) and OmegaConf.get_type(node) is dict
+
+
+def _composition_error(exc: BaseException, lines: Sequence[str], groups: dict[str, list[str]], schema: Any) -> str:
+    cause = exc.__cause__ or exc.__context__
+    key = getattr(cause, "full_key", None)
+    if isinstance(exc, MissingConfigException):
+        for line in lines:
+            group, _, value = line.lstrip("+~").partition("=")
+            if group in groups and value not in groups[group]:
+                return unknown_option(group, value, groups[group])
+        return one_line(exc)
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError)) and key:
+        if _free_form(schema, key):
+            parent, _, name = key.rpartition(".")
+            return (f"{parent} has no key '{name}': add one with +{key}=<value>, remove one with "
+                    f"~{parent}.<key> (Hydra merges a dict value into what is there)")
+        return f"unknown config key '{key}'"
+    if isinstance(cause, ValidationError) and key:
+        return f"bad value for {key}: {one_line(cause)}"
+    if isinstance(cause, ConfigTypeError) and key and "deletion" in str(cause):
+        return f"~{key}: {key} is a key of the schema and cannot be removed; set it instead ({key}=...)"
+    if isinstance(cause, OmegaConfBaseException):
+        return f"{one_line(exc)}: {one_line(cause)}"
+    return one_line(exc)
+
+
+def unknown_option(group: str, value: str, options: list[str]) -> str:
+    if group == "env" and value.startswith("atari_"):
+        games = ", ".join(o for o in options if o.startswith("atari_"))
+        return f"unknown env '{value}' (Atari confs: {games}; any other game: env=atari env.id=ALE/<Game>-v5)"
+    return f"unknown {group} '{value}' (available: {', '.join(options)})"
+
+
+def _groups(loader, names) -> dict[str, list[str]]:
+    out = {}
+    for name in names:
+        if name and not name.startswith("hydra"):
+            options = loader.get_group_options(name)
+            if options:
+                out[name] = options
+    return out
+
+
+def compose_checked(config_name: str, lines: Sequence[str], schema: Any = None) -> Any:
+    """Compose `config_name` from conf/ with override lines; the typed object, or ConfigError
+    with one line. Hydra's global state is left as it was found (hydra.main initialises it)."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        groups = _groups(loader, [ln.lstrip("+~").partition("=")[0] for ln in lines])
+        for line in lines:
+            key, _, value = line.lstrip("+").partition("=")
+            if key in groups and value not in groups[key]:  # (~group removes it: no value)
+                raise ConfigError(unknown_option(key, value, groups[key]))
+        try:
+            cfg = compose(config_name=config_name, overrides=list(lines))
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ConfigError(_composition_error(exc, lines, groups, schema)) from None
+    unknown = _unknown_keys(cfg, schema if schema is not None else cfg)
+    if unknown:
+        raise ConfigError(f"unknown config key '{unknown[0]}'")
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"bad config: {one_line(exc)}") from None
+
+
+# ----------------------------------------------------------------------------- sweeps
+def sweep_points(overrides: list[Override], loader, all_points: bool) -> list[list[str]]:
+    """Override lines of the points to check: every point of the sweep (what the basic sweeper
+    runs), or, when all_points is false, each value of each key with the first of the others."""
+    keys = [o for o in overrides if not o.is_hydra_override()]
+    values = [_value_strings(o, loader) for o in keys]
+    if all_points:
+        return [[_line(o, v) for o, v in zip(keys, combo)] for combo in itertools.product(*values)]
+    points = [[_line(o, vs[0]) for o, vs in zip(keys, values)]]
+    for i, vs in enumerate(values):
+        for v in vs[1:]:
+            point = list(points[0])
+            point[i] = _line(keys[i], v)
+            points.append(point)
+    return points
+
+
+def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name: str = "config") -> None:
+    """Refuse (one line, exit 2) the first bad override or sweep point of a Hydra app's argv.
+    `check(cfg)` runs the semantic checks on each composed point (raises ConfigError)."""
+    args = split_argv(argv)
+    if args is None or args.help or args.hydra_help or args.info or args.shell_completion:
+        return
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            loader = GlobalHydra.instance().config_loader()
+            overrides = parse(args.overrides, loader)
+            plugin_sweeper = any(o.key_or_group == "hydra/sweeper" and o.value() != "basic" for o in overrides)
+            if any(o.is_interval_sweep() for o in overrides) and not plugin_sweeper:
+                bad = next(o for o in overrides if o.is_interval_sweep())
+                raise ConfigError(f"{bad.input_line}: interval() is sampled by a sweeper plugin, not by Hydra's "
+                                  "basic sweeper (e.g. -m hydra/sweeper=optuna, see docs/getting-started.md)")
+            swept = [o for o in overrides if o.is_sweep_override() and not o.is_hydra_override()]
+            if swept and not args.multirun:
+                raise ConfigError(f"{swept[0].input_line} is a sweep: add -m (--multirun) to run one job per value")
+            size = 1
+            for o in swept:
+                size *= len(_value_strings(o, loader))
+            points = sweep_points(overrides, loader, all_points=not plugin_sweeper and size <= MAX_POINTS)
+        for point in points:
+            try:
+                check(compose_checked(config_name, point, _schema(config_name)))
+            except ConfigError as exc:
+                where = [ln for ln, o in zip(point, (o for o in overrides if not o.is_hydra_override()))
+                         if o.is_sweep_override()]
+                raise ConfigError(f"{exc} (sweep point {' '.join(where)})" if where and len(points) > 1
+                                  else str(exc)) from None
+    except ConfigError as exc:
+        refuse(str(exc))

@@ -1,0 +1,166 @@
+"""The local spawner: `nodes=N launcher=local` runs N full nodes on this machine over gloo
+(`launcher=hosts`: each on an emulated host of its own, launch.spawn.hosts).
+
+Each node is a `python -m launch.node RUN_DIR` process with RANK/WORLD_SIZE/MASTER_ADDR=127.0.0.1/
+MASTER_PORT set; `sampler.*` describes each node's layout. Ctrl-C / SIGTERM are forwarded to every
+rank (they stop together at the end of an iteration). The exit code is the first non-zero one.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from launch.cli.exits import stop_signal
+from nodes.config.schema import Config
+
+log = logging.getLogger("launch.spawn.local")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# Once a rank ends, the time the others get to notice and stop on their own: their collective
+# timeout (a peer that is gone is seen by then) plus a margin for the final checkpoint.
+GRACE_MARGIN_S = 30.0
+
+
+def grace_s(cfg: Config) -> float:
+    return cfg.sync.timeout_s + GRACE_MARGIN_S
+
+
+def spawn_nodes(cfg: Config) -> int:
+    """Run cfg.nodes ranks of the run in cfg.run_dir (its config.yaml already written) to the end.
+    Once one fails, the others get grace_s(cfg) to notice and stop on their own; a rank still
+    running then (e.g. frozen) is terminated, then killed. Elastic: a failed rank leaves the others
+    running (they re-form the world without it), and the grace starts when one finishes; the exit
+    code is 0 when any rank finished, else the first a rank returned by itself (75: below
+    sync.min_nodes)."""
+    elastic, grace = cfg.sync.elastic, grace_s(cfg)
+    if elastic:
+        from sync.rendezvous import reset
+        reset(cfg.run_dir)  # a new launch of the run: the last launch's generations are forgotten
+    with _network(cfg) as net:
+        procs = _start(cfg.run_dir, cfg.nodes, cfg.sync.master_port or free_port(), net)
+        with _forwarding_signals(procs):
+            codes = _wait(procs, grace, elastic)
+        if net is not None:
+            sent = net.sent_bytes()
+            log.info("bytes each host sent over its link: %s", " ".join(f"{b:,}" for b in sent))
+    return _exit_code([codes[r] for r in range(len(procs))], elastic)
+
+
+def _network(cfg: Config):
+    """launcher=hosts: the emulated hosts the nodes run on (launch.spawn.hosts); else nothing."""
+    if cfg.launcher.name != "hosts":
+        return contextlib.nullcontext()
+    from launch.spawn.hosts import Network, parse_rate
+    return Network(cfg.nodes, parse_rate(cfg.launcher.link))
+
+
+def _start(run_dir: str, n: int, port: int, net=None) -> list[subprocess.Popen]:
+    """Rank r's node process: on this machine's loopback, or as emulated host r of `net`."""
+    master = net.address(0) if net is not None else "127.0.0.1"
+    procs = []
+    for rank in range(n):
+        cmd, env = node_command(run_dir, (rank, n, master, port), net, rank)
+        procs.append(subprocess.Popen(cmd, env=env))
+    log.info("started %d nodes on %s:%d (pids %s)", n, master, port, " ".join(str(p.pid) for p in procs))
+    return procs
+
+
+def node_command(run_dir: str, world: tuple[int, int, str, int] | None, net=None, host: int = 0):
+    """(argv, environment) of one `python -m launch.node RUN_DIR`: rank `world` = (rank, size,
+    master address, port) of a world this launch forms, or None: a node joining the run (elastic);
+    on this machine's loopback, or as emulated host `host` of `net`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SLURM_")  # the spawned world is ours, not a Slurm step's
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    env["DISTRL_NODE_ADDR"] = "127.0.0.1"
+    if world is not None:
+        rank, n, master, port = world
+        env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
+                   MASTER_ADDR=master, MASTER_PORT=str(port))
+    cmd = [sys.executable, "-m", "launch.node", run_dir]
+    if net is not None:
+        env.update(net.env(host))
+        cmd = net.wrap(host, cmd)  # `ip netns exec` execs the node: the pid is the node's
+    return cmd, env
+
+
+@contextlib.contextmanager
+def _forwarding_signals(procs: list[subprocess.Popen]):
+    """Ctrl-C / SIGTERM go to every rank still running: they stop together after an iteration."""
+    def forward(signum, frame):
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signum)
+
+    old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _wait(procs: list[subprocess.Popen], grace: float, elastic: bool) -> dict[int, int]:
+    """{rank: exit code} once every rank ended, by itself or terminated `grace` s after the grace started."""
+    codes: dict[int, int] = {}
+    deadline = None
+    while len(codes) < len(procs):
+        if _collect(procs, codes, elastic):
+            deadline = deadline or time.time() + grace
+        if deadline and time.time() > deadline:
+            _end_the_rest(procs, codes, grace)
+        time.sleep(0.2)
+    return codes
+
+
+def _collect(procs: list[subprocess.Popen], codes: dict[int, int], elastic: bool) -> bool:
+    """Record the ranks that ended since the last look; True when one of them starts the grace:
+    a failure in a fixed world (the others cannot go on), a finish in an elastic one (the run is
+    over, the others finish too)."""
+    starts = False
+    for rank, p in enumerate(procs):
+        if rank in codes or p.poll() is None:
+            continue
+        codes[rank] = p.returncode
+        if stop_signal(p.returncode):  # Ctrl-C or SIGTERM, forwarded to every rank: a clean stop
+            log.info("node rank %d stopped on %s after its final checkpoint (exit code %d)", rank,
+                     stop_signal(p.returncode), p.returncode)
+        elif p.returncode != 0:
+            log.error("node rank %d exited with code %d", rank, p.returncode)
+        starts = starts or (p.returncode == 0) == elastic
+    return starts
+
+
+def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: float) -> None:
+    for rank, p in enumerate(procs):
+        if rank in codes:
+            continue
+        log.error("node rank %d still running %.0f s after a peer ended: terminating it", rank, grace)
+        p.terminate()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        codes[rank] = p.returncode
+
+
+def _exit_code(codes: list[int], elastic: bool) -> int:
+    bad = [c for c in codes if c != 0]
+    if elastic and len(bad) < len(codes):
+        return 0
+    if elastic and bad:  # the code of a rank that ended on its own (not killed) tells how the run ended
+        return next((c for c in bad if c > 0), bad[0])
+    return bad[0] if bad else 0

@@ -1,0 +1,1 @@
+"""The parts of the measuring entry points (bench, scaling, chaos, curves, enjoy)."""

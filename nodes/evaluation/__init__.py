@@ -1,0 +1,1 @@
+"""Evaluation: whole episodes with a policy, and the evaluator process during training."""

@@ -1,0 +1,1 @@
+"""The run's bookkeeping: its state, membership, records, checkpoints, statistics, signals, seeds."""

@@ -1,0 +1,1 @@
+"""The sampler's rooms: worker processes, rollout and policy workers, shared buffers and weights."""

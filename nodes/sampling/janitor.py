@@ -1,0 +1,129 @@
+"""Janitor: make sure no node process and no VizDoom segment outlives the trainer.
+
+Started by the node's main process as `python nodes/sampling/janitor.py MAIN_PID [MP_TEMP_DIR]` in a
+new process group whose id is its own pid; every worker joins that group, and VizDoom engines
+inherit it. The janitor reads its stdin until EOF, which comes when the main process exits OR is
+SIGKILLed. Then it SIGKILLs every other member of the group (VizDoom engines ignore SIGTERM) and
+removes the /dev/shm segments of the VizDoom instances it saw (`+viz_instance_id` on the engine
+command line). If the pipe closed without STOP written first, the main process died (SIGKILL, or
+`os._exit`, which runs no atexit): the janitor then also removes the files of it that the CUDA
+driver and torch keep for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit the main
+process removes both: the driver's in nodes/sampling/weights.py's atexit, torch's in
+launch.cli.exits.exit_now), and multiprocessing's /tmp/pymp-* directory of it (the fork server's
+listener socket; multiprocessing removes it at a normal exit only: a test suite that kills nodes
+left a dozen of them in /tmp per run).
+Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
+"""
+import contextlib
+import glob
+import os
+import re
+import select
+import shutil
+import signal
+import sys
+import time
+
+STOP = b"stop"  # what the main process writes before closing the pipe when it lives on (processes.stop_janitor)
+INSTANCE_ARG = re.compile(rb"\+viz_instance_id\x00([^\x00]+)")
+
+
+def cuda_ipc_files(pid: int) -> list:
+    """/dev/shm/cuda.shm.<device>.<pid in hex>.<n>: what the CUDA driver makes for a process that
+    shares its memory by CUDA IPC handle (the learner's weights, mapped by the policy workers) and
+    never removes, not even at a clean exit (seen on an H100, driver 580; Sample Factory leaves it
+    too)."""
+    return glob.glob(f"/dev/shm/cuda.shm.*.{pid:x}.*")
+
+
+def torch_ipc_files(pid: int) -> list:
+    """/dev/shm/torch_<pid>_<n>_<m>: torch's reference counts for the CUDA tensors a process shares
+    (torch.multiprocessing), which torch removes in a C++ static destructor: at an interpreter's
+    exit only, never at os._exit (seen on the H100)."""
+    return glob.glob(f"/dev/shm/torch_{pid}_*")
+
+
+def remove(paths) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def remove_mp_temp_dir(path: str) -> None:
+    """multiprocessing's per-process temp dir (util.get_temp_dir(): /tmp/pymp-XXXX); nothing else."""
+    if os.path.basename(path).startswith("pymp-"):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def group_members(pgid: int):
+    me = os.getpid()
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == me:
+            continue
+        try:
+            with open(f"/proc/{d}/stat", "rb") as f:
+                stat = f.read()
+            # fields after the command (which may hold spaces) start after the last ')'
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if int(fields[2]) == pgid and fields[0] != b"Z":
+                yield int(d)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+def scan(pgid: int, instances: set) -> list:
+    pids = list(group_members(pgid))
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                m = INSTANCE_ARG.search(f.read())
+            if m:
+                instances.add(m.group(1).decode())
+        except OSError:
+            pass
+    return pids
+
+
+def sweep(pgid: int, instances: set) -> None:
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        pids = scan(pgid, instances)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+    for inst in instances:
+        remove(glob.glob(f"/dev/shm/ViZDoom*{inst}"))
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    pgid = os.getpgrp()
+    # the main process's pid from its command line: os.getppid() here could already be init's
+    parent = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
+    instances: set = set()
+    orderly = False  # the main process said STOP before closing the pipe: it lives on
+    fd = sys.stdin.fileno()
+    while True:
+        ready, _, _ = select.select([fd], [], [], 0.5)
+        if ready:
+            data = os.read(fd, 4096)
+            if not data:
+                break  # EOF: the main process is done or dead
+            orderly = orderly or STOP in data
+        scan(pgid, instances)
+    sweep(pgid, instances)
+    if not orderly:  # the main process died (killed, or os._exit): no atexit of its own ran
+        deadline = time.time() + 5
+        while os.getppid() == parent and time.time() < deadline:
+            time.sleep(0.05)  # its pipe closes before it is reaped
+        remove(cuda_ipc_files(parent) + torch_ipc_files(parent))
+        if len(sys.argv) > 2:
+            remove_mp_temp_dir(sys.argv[2])
+
+
+if __name__ == "__main__":
+    main()
