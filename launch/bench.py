@@ -162,7 +162,7 @@ def bench_modes(obj) -> None:
 
 def _timed_run(obj, run_dir: str, nodes: int, seconds: float | None = None) -> dict:
     """Train from scratch in run_dir for `seconds` (warmup_s + seconds by default); return its summary."""
-    from launch.cli.app import write_resolved
+    from launch.cli.resolved import write_resolved
     from launch.spawn.local import spawn_nodes
     from nodes.node import Node
 

@@ -45,8 +45,9 @@ from dataclasses import dataclass, field
 import hydra
 
 from launch.cli.app import check as check_config
-from launch.cli.app import hydra_run_dir, resolve, write_resolved
+from launch.cli.app import hydra_run_dir, resolve
 from launch.cli.overrides import check_command, refuse
+from launch.cli.resolved import write_resolved
 from launch.spawn.local import free_port, node_command
 from launch.tools import chaos_report
 from nodes.errors import ConfigError, need

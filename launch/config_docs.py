@@ -1,9 +1,10 @@
-"""The configuration reference (docs/configuration.md), generated from nodes/config/schema.py.
+"""The configuration reference (docs/configuration.md), generated from the dataclasses of nodes/config/.
 
     python -m launch.config_docs > docs/configuration.md
 
 Every key of the structured config, its default and its meaning: the comments beside and above
-each field in nodes/config/schema.py (the one home of every default), and each section's docstring.
+each field in the module that defines its dataclass (nodes.config.schema's root and the section
+modules it imports: the one home of every default), and each section's docstring.
 tests/test_docs.py checks the page in the repository is what this prints, so the reference
 cannot fall behind the code.
 """
@@ -11,17 +12,18 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import io
 import json
 import tokenize
+from types import ModuleType
 
-from nodes.config import schema as config_module
 from nodes.config.schema import Config
 
 HEADER = """# Configuration reference
 
-Every key of the config, its default and what it means, generated from `nodes/config/schema.py` (the one
+Every key of the config, its default and what it means, generated from `nodes/config/` (the one
 home of every default) by `python -m launch.config_docs`; do not edit this page by hand. Set a key
 on the command line (`python -m launch.train sampler.num_workers=4 algo.lr=3e-4`), pick a group's
 option file (`env=doom_defend_the_center`, `model=impala`: `conf/<group>/`, which holds only what
@@ -40,8 +42,17 @@ def _comments(source: str) -> dict[int, str]:
     return out
 
 
-def _field_docs(cls, source: str, comments: dict[int, str]) -> dict[str, str]:
-    """Each field of dataclass `cls`: the comment lines right above it, then the one on its line."""
+@functools.cache
+def _module_source(module: ModuleType) -> tuple[str, dict[int, str]]:
+    """A config module's source and its comments by line (each module read once for all its dataclasses)."""
+    source = inspect.getsource(module)
+    return source, _comments(source)
+
+
+def _field_docs(cls) -> dict[str, str]:
+    """Each field of dataclass `cls`: the comment lines right above it, then the one on its line, read
+    from the source of the module that defines it."""
+    source, comments = _module_source(inspect.getmodule(cls))
     node = next(n for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ClassDef) and n.name == cls.__name__)
     lines = source.splitlines()
     docs = {}
@@ -84,11 +95,9 @@ def _table(prefix: str, obj, docs: dict[str, str]) -> list[str]:
 
 
 def render() -> str:
-    source = inspect.getsource(config_module)
-    comments = _comments(source)
     root = Config()
     out = [HEADER]
-    top_docs = _field_docs(Config, source, comments)
+    top_docs = _field_docs(Config)
     out += ["## Top level", "", *_table("", root, top_docs), ""]
     for f in dataclasses.fields(root):
         section = getattr(root, f.name)
@@ -102,7 +111,7 @@ def render() -> str:
             out += [" ".join(doc.split()), ""]
         if top_docs.get(f.name):
             out += [top_docs[f.name], ""]
-        out += [*_table(f"{f.name}.", section, _field_docs(cls, source, comments)), ""]
+        out += [*_table(f"{f.name}.", section, _field_docs(cls)), ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -88,7 +88,7 @@ def parse(argv) -> EnjoyArgs:
 
 def checkpoint_path(cfg, which: str) -> str:
     """The checkpoint enjoy.checkpoint names: the run's latest, its best evaluated one, or a file."""
-    from nodes.evaluation.evaluator import best_path
+    from nodes.evaluation.journal import best_path
     from nodes.run import checkpoint as ckpt
     if which == "latest":
         path = ckpt.latest(cfg.run_dir)
@@ -106,7 +106,7 @@ def load_policy(cfg, members=(0,), which: str = "latest"):
     """([a model per entry of `members`], checkpoint path, the member's checkpoint state) from the
     checkpoint enjoy.checkpoint names; a population's checkpoint holds every member's."""
     from nodes.envs import env_spec
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
     from nodes.run import checkpoint as ckpt
     path = checkpoint_path(cfg, which)
     models = []
@@ -145,9 +145,9 @@ def choose_seats(cfg, opt) -> list[int]:
 
 def main(argv) -> int:
     args = parse(argv)
-    from launch.node import load_config
+    from launch.cli.resolved import read_resolved
     from nodes.evaluation.play import play
-    cfg = load_config(args.run_dir)
+    cfg = read_resolved(args.run_dir)
     opt = args.enjoy
     seats = choose_seats(cfg, opt)
     models, path, state = ([None] * len(seats), None, {}) if opt.random else load_policy(cfg, seats, opt.checkpoint)

@@ -15,32 +15,20 @@ from __future__ import annotations
 import os
 import sys
 
-from omegaconf import OmegaConf
-
 from launch.cli.exits import exit_now
 from launch.cli.logs import rank_logging
 from launch.cli.overrides import refuse
+from launch.cli.resolved import read_resolved
 from launch.slurm.step import prepare_env
 from launch.spawn.ranks import run_rank
-from nodes.config.schema import Config
 from sync.world import detect
-
-
-def load_config(run_dir: str) -> Config:
-    path = os.path.join(run_dir, "config.yaml")
-    if not os.path.isfile(path):
-        refuse(f"{path} not found (a run directory is written by launch.train)")
-    cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
-    obj: Config = OmegaConf.to_object(cfg)
-    obj.run_dir = os.path.abspath(run_dir)
-    return obj
 
 
 def main(argv) -> int:
     if len(argv) != 1:
         print("usage: python -m launch.node RUN_DIR", file=sys.stderr)
         return 2
-    cfg = load_config(argv[0])
+    cfg = read_resolved(argv[0])
     prepare_env(cfg)  # in a Slurm step (srun): where its ranks meet, as for launch.train
     world = detect()
     if world is None and cfg.sync.elastic:  # a node joining the run (or an array element)

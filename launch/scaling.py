@@ -56,7 +56,7 @@ from launch.cli.overrides import check_command, refuse
 from launch.tools import scaling_report as report
 from launch.tools.scaling_harness import allreduce_sizes, batch_shape, measure_allreduce, measure_learner
 from launch.tools.scaling_model import NODES, fit_ring, link_beta, predict, ring_allreduce_s
-from nodes.config.schema import in_rounds, node_batch_size, splits_batch
+from nodes.config.layout import in_rounds, node_batch_size, splits_batch
 from nodes.errors import ConfigError, Stopped, need
 
 
@@ -140,8 +140,8 @@ def scaling(obj) -> None:
 
 def node_batches(obj, batch: int, device: str) -> Callable[[int], int]:
     """Each node's batch in samples on p nodes computing on `device`: its share of the world's
-    `batch` (nodes.config.schema.node_batch_size) where sync.global_batch splits it on that device
-    (nodes.config.schema.splits_batch: auto on CPUs, not on GPUs) and not in rounds, else the whole batch."""
+    `batch` (nodes.config.layout.node_batch_size) where sync.global_batch splits it on that device
+    (nodes.config.layout.splits_batch: auto on CPUs, not on GPUs) and not in rounds, else the whole batch."""
     if splits_batch(obj.sync.global_batch, device) and not in_rounds(obj.sampler):
         return lambda p: node_batch_size(obj.sampler, p, True)
     return lambda p: batch

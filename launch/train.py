@@ -12,18 +12,32 @@ returns its run's mean episode reward, the objective of sweeper plugins such as 
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
 import sys
 
 import hydra
 
-from launch.cli.app import check, hydra_run_dir, resolve, write_resolved
-from launch.cli.exits import exit_now, objective, run_node
+from launch.cli.app import check, hydra_run_dir, resolve
+from launch.cli.exits import exit_now
 from launch.cli.logs import rank_logging
 from launch.cli.overrides import check_command, refuse
+from launch.cli.resolved import write_resolved
+from launch.spawn.driver import run_node
 from nodes.errors import ConfigError
 
 log = logging.getLogger("launch.train")
+
+
+def objective(run_dir: str) -> float | None:
+    """The run's mean episode reward from its summary.json: what a sweeper plugin optimises."""
+    try:
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            value = json.load(f).get("mean_episode_reward")
+    except (OSError, ValueError):
+        return None
+    return float(value) if value is not None else None
 
 
 def finish(code: int, run_dir: str) -> float | None:

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 
 import torch
 
-from nodes.config.schema import node_batch_size, slots_per_batch, splits_batch
+from nodes.config.layout import node_batch_size, slots_per_batch, splits_batch
 from nodes.config.validate import need_envs_for
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
-from nodes.evaluation.evaluator import Evaluation
-from nodes.models import deterministic_kernels
+from nodes.evaluation.schedule import Evaluation
+from nodes.models.numerics import deterministic_kernels
 from nodes.population.members import Members
 from nodes.run.membership import Membership
 from nodes.run.peers import NO_SIGNAL, Peers, Solo
@@ -89,7 +89,7 @@ class Node:
             deterministic_kernels()  # before CUDA starts; the workers inherit the environment
         use_device(cfg.train.device)
         self.signals = StopSignals(stop_signals, vote=self.world > 1 or self.peers.elastic)
-        ensure_fork_server(self.signals)  # a no-op after launch.cli.exits.run_node; else its imports run meanwhile
+        ensure_fork_server(self.signals)  # a no-op after launch.spawn.driver.run_node; else its imports run meanwhile
         self.spec = env_spec(cfg.env)
         if cfg.population.size > 1:  # sampler.num_workers=auto is known only now
             need_envs_for(cfg.population.size, cfg.sampler.num_workers * cfg.sampler.envs_per_worker, cfg.env.agents)
@@ -118,7 +118,7 @@ class Node:
         """This rank's place in the (new) world; the writer's duties go to its rank 0 (elastic: the
         lowest node id left); per-rank rows are by rank, and the ranks changed."""
         self.rank, self.world = self.peers.rank, self.peers.world_size
-        self.record.writer(self.peers.is_writer if self._writer_forced is None else self._writer_forced)
+        self.record.set_writer(self.peers.is_writer if self._writer_forced is None else self._writer_forced)
         if not self.record.is_writer:
             self.evaluation.close()  # the new writer evaluates, from eval.jsonl on
         self.ranks, self.totals.since_gather = RankStats(), 0

@@ -51,7 +51,7 @@ import torch.distributed as dist
 from torch import nn
 
 from nodes.errors import PeerLost, one_line
-from nodes.models import param_checksum
+from nodes.models.numerics import param_checksum
 from nodes.run.peers import Peers, agreement_digest, vote_flags, world_vote
 from sync.flat_grads import pack, unpack
 from sync.liveness import HEARTBEAT_S, PREFIX, Heartbeat, Liveness

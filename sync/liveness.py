@@ -13,11 +13,11 @@ they share what was seen, so a beat seen by one counts for the other.
 
 The thread that formed the world looks through a connection made then (`connect`): one made
 after a loss could race the store's end. When rank 0 dies, gloo's error reaches the others
-at once, its store keeper ends some 50-100 ms later (sync.store_keeper); a look in between found
-the store's port still open, then made a client whose connect torch retries for ~7 s once the
-store is gone: the survivor noticed 5-15 s late and the first formed a world alone (seen in ~1
-of 3 kills of rank 0 on 2026-11-25 and 11-27). A call on an open connection to a store that ended
-fails at once.
+at once and its store keeper ends some 50-100 ms later (sync.store_keeper); a look in between
+would find the store's port still open, then make a client whose connect torch retries for ~7 s
+once the store is gone, so the survivor would notice 5-15 s late, and the first could form a world
+alone (tests/test_liveness.py reproduces the race). A call on an open connection to a store that
+ended fails at once.
 """
 from __future__ import annotations
 

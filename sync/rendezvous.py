@@ -35,13 +35,8 @@ import os
 import socket
 import time
 from dataclasses import dataclass
-from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from nodes.errors import one_line
-
-if TYPE_CHECKING:
-    import torch.distributed as dist
 
 CLOSED = "|"  # then the members chosen, "|0.1.3"
 POLL_S = 0.05
@@ -273,10 +268,3 @@ class Rendezvous:
                 if keeper.is_alive():
                     keeper.kill()
         self.keepers = []
-
-
-def store_client(gen: Generation, timeout_s: float) -> dist.TCPStore:
-    import torch.distributed as dist
-
-    return dist.TCPStore(gen.store_addr, gen.store_port, len(gen.members), is_master=False,
-                         timeout=timedelta(seconds=timeout_s))

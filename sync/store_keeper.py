@@ -2,8 +2,8 @@
 
 Started by the generation's lowest node (sync.rendezvous) from the node's fork server
 (nodes.sampling.fork_server), which has torch imported already: a keeper serves within milliseconds, where
-`python -m` a new interpreter took ~1.1 s (importing torch) at every generation a node formed, the
-first one and each one after a loss. It sends the port it listens on, then serves until the pipe
+a new interpreter (`python -m`) would take ~1.1 s to import torch at every generation a node forms,
+the first one and each one after a loss. It sends the port it listens on, then serves until the pipe
 from its node reaches end-of-file, which happens when that node exits or is killed (not
 PR_SET_PDEATHSIG: that fires when the *thread* that started the child ends). A child process, not
 a thread of the trainer: a trainer frozen by SIGSTOP would freeze a store in its own process, and

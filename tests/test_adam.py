@@ -70,7 +70,7 @@ def test_state_dicts_load_into_each_other_and_go_on_alike():
 def test_a_learner_on_cpu_never_imports_dynamo():
     code = ("import sys, torch\n"
             "from nodes.learning.learner import make_optimizer\n"
-            "from nodes.config.schema import AlgoConfig\n"
+            "from nodes.config.agent import AlgoConfig\n"
             "m = torch.nn.Linear(3, 2)\n"
             "opt = make_optimizer(m, AlgoConfig())\n"
             "m(torch.ones(3)).sum().backward(); opt.step()\n"
@@ -88,7 +88,7 @@ def test_a_mujoco_learner_with_either_adam_takes_the_same_steps():
     from launch.tools.scaling_harness import batch_shape, synthetic_batch
     from nodes.envs import env_spec
     from nodes.learning.learner import Learner
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
 
     cfg = compose("env=mujoco_halfcheetah", "sampler.num_workers=2", "sampler.envs_per_worker=4")
     spec = env_spec(cfg.env)

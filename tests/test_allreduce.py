@@ -13,7 +13,7 @@ from torch import nn
 
 from nodes.envs import EnvSpec
 from nodes.learning.learner import Learner
-from nodes.models import ActorCritic
+from nodes.models.actor_critic import ActorCritic
 from nodes.sampling.buffers import SlotBatch
 
 SPEC = EnvSpec((4,), np.float32, (3, 2))  # two action heads: the joint log-prob is a sum

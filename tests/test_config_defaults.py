@@ -36,7 +36,7 @@ def test_composing_conf_gives_the_dataclass_defaults():
 
 def test_root_config_holds_no_defaults():
     root = yaml.safe_load(open(os.path.join(CONF_DIR, "config.yaml")))
-    assert set(root) == {"defaults", "hydra"}, "defaults live in nodes/config/schema.py, not in conf/config.yaml"
+    assert set(root) == {"defaults", "hydra"}, "defaults live in nodes/config/, not in conf/config.yaml"
 
 
 @pytest.mark.parametrize("group,name", OPTIONS, ids=[f"{g}={n}" for g, n in OPTIONS])

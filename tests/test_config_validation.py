@@ -39,7 +39,7 @@ CASES = [
     (["nodes=2", "sync.min_nodes=0"], "sync.min_nodes must be >= 1, got 0"),
     (["nodes=3", "sync.max_nodes=2"], "sync.max_nodes must be 0 (no bound) or >= nodes (3), got 2"),
     (["nodes=2", "sync.settle_s=0"], "sync.settle_s must be > 0, got 0.0"),
-    # populations (nodes/population/roster.py, nodes/population/pbt.py)
+    # populations (nodes/population/, nodes/config/population.py)
     (["population.size=17"], "population.size=17 is more than the 16 envs of a rank can serve"),
     (["population.size=2", "pbt.objective=elo"], "pbt.objective must be one of reward, true_objective, win, got 'elo'"),
     (["population.size=2", "pbt.objective=win"], "pbt.objective=win ranks members by their match win rate"),

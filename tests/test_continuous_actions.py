@@ -8,7 +8,8 @@ from helpers import compose
 
 from nodes.envs import EnvSpec, action_converter, check_env_config, make_env
 from nodes.errors import ConfigError
-from nodes.models import ActionHeads, ActorCritic
+from nodes.models.actor_critic import ActorCritic
+from nodes.models.heads import ActionHeads
 from nodes.sampling.buffers import SlotBatch, allocate
 from nodes.sampling.policy_worker import Inference
 from nodes.sampling.rollout_worker import random_rows
@@ -24,10 +25,10 @@ def test_log_prob_and_entropy_are_torch_normals_summed_over_dims():
     heads = ActionHeads((), 3)
     params = torch.cat([MEAN, LOG_STD], -1)
     normal = torch.distributions.Normal(MEAN, LOG_STD.exp())
-    torch.testing.assert_close(heads.log_prob(params, ACTIONS), normal.log_prob(ACTIONS).sum(-1))
-    torch.testing.assert_close(heads.entropy(params), normal.entropy().sum(-1))
     logp, entropy = heads.log_prob_and_entropy(params, ACTIONS)
-    assert torch.equal(logp, heads.log_prob(params, ACTIONS)) and torch.equal(entropy, heads.entropy(params))
+    torch.testing.assert_close(logp, normal.log_prob(ACTIONS).sum(-1))
+    torch.testing.assert_close(entropy, normal.entropy().sum(-1))
+    assert torch.equal(logp, heads.log_prob(params, ACTIONS))
 
 
 def test_sampling_from_uniforms_is_mean_plus_std_times_ndtri_and_greedy_is_the_mean():
@@ -62,7 +63,9 @@ def test_mixed_heads_keep_the_discrete_path_and_add_the_gaussian_dims():
     g = torch.cat([mean, log_std], -1)
     torch.testing.assert_close(mixed.log_prob(params, a),
                                discrete.log_prob(logits, a[:, :2]) + gaussian.log_prob(g, a[:, 2:]))
-    torch.testing.assert_close(mixed.entropy(params), discrete.entropy(logits) + gaussian.entropy(g))
+    torch.testing.assert_close(mixed.log_prob_and_entropy(params, a)[1],
+                               discrete.log_prob_and_entropy(logits, a[:, :2])[1]
+                               + gaussian.log_prob_and_entropy(g, a[:, 2:])[1])
     assert torch.equal(mixed.greedy(params)[:, 2:], mean)
     assert [x.shape[-1] for x in mixed.split(params)] == [3, 2]
 

@@ -8,7 +8,8 @@ import torch
 from helpers import ROOT, compose, one_error_line, run_module, summary, train
 
 from nodes.envs import env_spec
-from nodes.models import ActorCritic, param_checksum
+from nodes.models.actor_critic import ActorCritic
+from nodes.models.numerics import param_checksum
 from nodes.run import checkpoint as ckpt
 from nodes.run import seeds
 

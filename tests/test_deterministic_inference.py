@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from nodes.envs import env_spec
-from nodes.models import ActorCritic
+from nodes.models.actor_critic import ActorCritic
 from nodes.sampling.buffers import allocate
 from nodes.sampling.policy_worker import Inference
 from tests.helpers import compose

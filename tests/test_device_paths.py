@@ -15,7 +15,7 @@ import torch
 
 from nodes.envs import env_spec
 from nodes.learning.learner import LOGGED, Learner
-from nodes.models import ActorCritic
+from nodes.models.actor_critic import ActorCritic
 from nodes.sampling.buffers import SlotBatch, allocate
 from nodes.sampling.policy_worker import Inference, Staging
 from tests.helpers import compose
@@ -113,7 +113,7 @@ def test_bf16_autocast_trains_end_to_end_with_fp32_log_probs(tmp_path):
     assert s["outcome"] == "finished" and s["policy_version"] > 0
     spec, cfg = _spec_cfg("train.precision=bf16")
     model = ActorCritic(spec, cfg.model)
-    from nodes.models import autocast
+    from nodes.models.numerics import autocast
     with autocast("cpu", "bf16"):
         logits, values, state = model.step(torch.zeros(2, *spec.obs_shape, dtype=torch.uint8),
                                            torch.zeros(2, spec.meas_size), torch.zeros(2, model.state_size))

@@ -1,5 +1,5 @@
 """The documentation site: it builds with `mkdocs build --strict` (a broken link, a missing page or
-a page left out of the nav fails), and its configuration reference is what nodes/config/schema.py says
+a page left out of the nav fails), and its configuration reference is what nodes/config/ says
 today (launch.config_docs generates it)."""
 import dataclasses
 import os
@@ -35,7 +35,7 @@ def test_the_reference_names_every_key_with_its_default_and_a_meaning():
     for key, _ in keys(Config()):
         assert key in rows, f"{key} is missing from the reference"
         meaning = rows[key].rstrip().rstrip("|").split("|")[-1].strip()
-        assert meaning, f"{key} has no meaning in nodes/config/schema.py (a comment beside or above it)"
+        assert meaning, f"{key} has no meaning in nodes/config/ (a comment beside or above it)"
     assert "| `algo.lr` | `0.0001` |" in page and "| `sampler.mode` | `async` |" in page
 
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 from helpers import compose
 
-from nodes.config.schema import node_batch_size, splits_batch
+from nodes.config.layout import node_batch_size, splits_batch
 from nodes.envs import EnvSpec
 from nodes.learning.learner import Learner
-from nodes.models import ActorCritic
+from nodes.models.actor_critic import ActorCritic
 from nodes.sampling.buffers import SlotBatch
 
 SPEC = EnvSpec((4,), np.float32, (3,))

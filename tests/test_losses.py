@@ -131,7 +131,7 @@ def test_learner_uses_the_configured_value_and_exploration_losses():
 
     from nodes.envs import EnvSpec
     from nodes.learning.learner import Learner
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
     from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (3, 2))
@@ -162,7 +162,7 @@ def test_normalized_returns_the_critic_learns_targets_in_their_std_and_the_momen
 
     from nodes.envs import EnvSpec
     from nodes.learning.learner import Learner
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
     from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (3,))
@@ -211,7 +211,7 @@ def test_every_running_norms_moments_ride_in_the_gradient_all_reduce():
 
     from nodes.envs import EnvSpec
     from nodes.learning.learner import Learner
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
     from nodes.run.peers import Solo
     from nodes.sampling.buffers import SlotBatch
 
@@ -258,7 +258,7 @@ def test_a_time_limit_bootstraps_from_the_value_where_the_episode_was_cut(vtrace
 
     from nodes.envs import EnvSpec
     from nodes.learning.learner import Learner
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
     from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (3,))
@@ -314,7 +314,7 @@ def test_kl_coeff_adds_its_share_of_the_logged_kl_to_the_loss():
 
     from nodes.envs import EnvSpec
     from nodes.learning.learner import Learner
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
     from nodes.sampling.buffers import SlotBatch
 
     spec = EnvSpec((4,), np.float32, (), action_low=(-1.0,), action_high=(1.0,))  # one Gaussian dim

@@ -12,7 +12,9 @@ import torch
 from helpers import ROOT, group_conf
 
 from nodes.envs import EnvSpec
-from nodes.models import ActionHeads, ActorCritic
+from nodes.models.actor_critic import IMAGE_STATS_EVERY, ActorCritic
+from nodes.models.heads import ActionHeads
+from nodes.models.normalisers import RunningNorm, batch_moments, fold_moments
 
 MODELS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "model", "*.yaml")))
 DOOM = EnvSpec((3, 72, 128), np.uint8, (3, 3, 2, 2, 7, 11), meas_size=5)  # doom_deathmatch, heads
@@ -32,6 +34,11 @@ def inputs(spec, b, t=None):
     else:
         obs = torch.randn(*lead, *spec.obs_shape)
     return obs, torch.randn(*lead, spec.meas_size) * 50
+
+
+def fold_batch(updates):
+    """Fold a batch into running norms as the learner does on one node (no sum over nodes)."""
+    fold_moments(updates, batch_moments(updates))
 
 
 def test_the_issue_models_exist():
@@ -121,7 +128,7 @@ def test_multi_head_distribution_is_a_product_of_heads():
     manual = sum(torch.log_softmax(p, -1).gather(1, index[:, i:i + 1]).squeeze(1) for i, p in enumerate(parts))
     assert torch.allclose(heads.log_prob(logits, actions), manual)
     ent = sum(torch.distributions.Categorical(logits=p).entropy() for p in parts)
-    assert torch.allclose(heads.entropy(logits), ent, atol=1e-6)
+    assert torch.allclose(heads.log_prob_and_entropy(logits, actions)[1], ent, atol=1e-6)
     # sampling follows the probabilities of each head independently
     big = torch.tensor([[2.0, 0.0, -1.0, 0.5, -0.5, 0.0, 1.0, -2.0, 0.3]]).repeat(20000, 1)
     freq = torch.bincount(heads.sample(big)[:, 0].long(), minlength=3).float() / 20000
@@ -148,15 +155,12 @@ def test_running_norm_in_float32_matches_float64_on_near_constant_pixels():
     1024 (128 frames from each of 8 nodes): raw float32 sums of squares lose the variance to
     cancellation (6 % off after 60 batches, 11 % with 4096-frame batches); about the running
     mean only the first batch (mean still 0) carries that error, diluted by the later ones."""
-    import numpy as np
-
-    from nodes.models import RunningNorm
     g = torch.Generator().manual_seed(5)
     norm, seen = RunningNorm((4, 8)), []
     for _ in range(60):
         x = (250 + (torch.rand((1024, 4, 8), generator=g) < 0.02).long()).to(torch.uint8)
         seen.append(x.numpy().astype(np.float64))
-        norm.update(x)
+        fold_batch([(norm, x)])
     data = np.concatenate(seen)
     assert int(norm.count) == len(data)
     assert np.allclose(norm.mean.numpy(), data.mean(0), rtol=0, atol=1e-4)
@@ -164,13 +168,12 @@ def test_running_norm_in_float32_matches_float64_on_near_constant_pixels():
 
 
 def test_pixel_statistics_come_from_every_eighth_step_and_are_layout_blind():
-    from nodes.models import IMAGE_STATS_EVERY, RunningNorm
     torch.manual_seed(2)
     model = ActorCritic(DOOM, model_cfg("simplified", fc_size=16, hidden_size=8))
     obs, meas = inputs(DOOM, 3, 16)
-    model.update_norms(obs, meas)
+    fold_batch(model.norm_updates(obs, meas))
     ref = RunningNorm(DOOM.obs_shape)
-    ref.update(obs[:, ::IMAGE_STATS_EVERY])
+    fold_batch([(ref, obs[:, ::IMAGE_STATS_EVERY])])
     assert IMAGE_STATS_EVERY == 8 and int(model.obs_norm.count) == 3 * 2
     assert torch.equal(model.obs_norm.mean, ref.mean) and torch.equal(model.obs_norm.var, ref.var)
     # the channels-last weights hand over in logical order: a copy in the plain layout computes the same
@@ -189,7 +192,7 @@ def test_deterministic_kernels_set_torchs_flags_without_importing_the_compiler()
     """torch.use_deterministic_algorithms would import torch._inductor (and torch._dynamo) to set
     Inductor's flag: ~2 s of every deterministic node's and policy worker's start."""
     code = ("import sys, torch\n"
-            "from nodes.models import deterministic_kernels\n"
+            "from nodes.models.numerics import deterministic_kernels\n"
             "deterministic_kernels()\n"
             "print(torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),"
             " 'torch._dynamo' in sys.modules, 'torch._inductor' in sys.modules)\n"

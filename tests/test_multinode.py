@@ -10,7 +10,8 @@ import torch
 from helpers import ROOT, compose, free_port, read_until, start_train, summary, train
 
 from nodes.envs import env_spec
-from nodes.models import ActorCritic, param_checksum
+from nodes.models.actor_critic import ActorCritic
+from nodes.models.numerics import param_checksum
 from nodes.run import checkpoint as ckpt
 from nodes.run import seeds
 

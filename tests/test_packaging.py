@@ -1,5 +1,7 @@
 """Packaging: the Dockerfile lints clean, .ci/run runs the README's test command, imports flow one way,
-ruff is clean on the whole tree (complexity included), launcher=slurm needs no extra."""
+ruff is clean on the whole tree (complexity included), files and functions stay small, launcher=slurm
+needs no extra."""
+import ast
 import os
 import re
 import shutil
@@ -48,6 +50,30 @@ def test_ruff_finds_nothing_on_the_whole_tree():
     proc = subprocess.run([ruff, "check", "--no-cache", "--output-format", "concise", ROOT], capture_output=True,
                           text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+
+
+MAX_FILE_LINES, MAX_FUNCTION_LINES = 450, 60
+
+
+def test_no_file_over_450_lines_and_no_function_over_60():
+    """The product's code (nodes/, sync/, launch/): a file that outgrows this is split along its seams,
+    a function into named steps."""
+    too_long = []
+    for package in ("nodes", "sync", "launch"):
+        for root, _, files in os.walk(os.path.join(ROOT, package)):
+            for name in files:
+                if not name.endswith(".py"):
+                    continue
+                path = os.path.join(root, name)
+                text = open(path).read()
+                where = os.path.relpath(path, ROOT)
+                if text.count("\n") > MAX_FILE_LINES:
+                    too_long.append(f"{where}: {text.count(chr(10))} lines")
+                too_long += [f"{where}:{node.lineno} {node.name}: {node.end_lineno - node.lineno + 1} lines"
+                             for node in ast.walk(ast.parse(text))
+                             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not too_long, too_long
 
 
 def test_launcher_slurm_needs_no_extra():

@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 from helpers import compose, free_port
 from torch import nn
 
-from nodes.models import param_checksum
+from nodes.models.numerics import param_checksum
 from nodes.run.peers import NO_SIGNAL, Peers, Solo, vote_flags, world_vote
 
 CHECKS = {}

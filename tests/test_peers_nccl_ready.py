@@ -15,7 +15,7 @@ import torch.multiprocessing as mp
 from helpers import compose, free_port
 from torch import nn
 
-from nodes.models import param_checksum
+from nodes.models.numerics import param_checksum
 from sync.dist_peers import PeerLost, collective_devices, group_backend
 
 NAMED_WITHIN_S = 15.0

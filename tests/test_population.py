@@ -10,10 +10,13 @@ from helpers import compose
 from nodes.envs import env_spec
 from nodes.errors import CheckpointError
 from nodes.learning.learner import Learner
-from nodes.models import ActorCritic, param_checksum
+from nodes.models.actor_critic import ActorCritic
+from nodes.models.numerics import param_checksum
+from nodes.population.assignment import Assignment
+from nodes.population.hypers import Hyper
+from nodes.population.member_stats import MemberStats, merge_members
 from nodes.population.members import Members
 from nodes.population.pbt import Pbt
-from nodes.population.roster import Assignment, Hyper, MemberStats, merge_members
 from nodes.run.peers import Solo
 from nodes.sampling.buffers import SlotBatch
 

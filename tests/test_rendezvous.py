@@ -3,11 +3,19 @@ directory and hosted by real store-keeper processes (nodes here are threads of t
 import socket
 import threading
 import time
+from datetime import timedelta
 
 import pytest
+import torch.distributed as dist
 
-from sync.rendezvous import Rendezvous, RunFull, RunOver, reset, store_client
+from sync.rendezvous import Rendezvous, RunFull, RunOver, reset
 from sync.store_keeper import running
+
+
+def store_client(gen, timeout_s: float) -> dist.TCPStore:
+    """A client of generation `gen`'s TCPStore, as a member connects to it (sync.dist_peers)."""
+    return dist.TCPStore(gen.store_addr, gen.store_port, len(gen.members), is_master=False,
+                         timeout=timedelta(seconds=timeout_s))
 
 
 def together(run_dir, calls):

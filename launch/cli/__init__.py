@@ -1,1 +1,1 @@
-"""What every entry point shares: the Hydra app, overrides, logs, exit codes."""
+"""What every entry point shares: the Hydra app, overrides, the resolved config, logs, exit codes."""

@@ -1,5 +1,5 @@
 """What the Hydra entry points share: the schema registration, the checks on a composed config,
-and the resolved config written into the run directory.
+and where Hydra puts the run and its sweep (the resolved config written there: launch.cli.resolved).
 
 Bad input is refused with one line on stderr and exit code 2 before any worker process starts:
 the command line is checked point by point with Hydra's own grammar (launch.cli.overrides), and
@@ -47,14 +47,6 @@ def resolve(cfg, run_dir: str) -> Config:
     except ConfigError as exc:
         refuse(str(exc))
     return obj
-
-
-def write_resolved(obj: Config) -> None:
-    os.makedirs(obj.run_dir, exist_ok=True)
-    path = os.path.join(obj.run_dir, "config.yaml")
-    with open(path + ".tmp", "w") as f:
-        f.write(OmegaConf.to_yaml(OmegaConf.structured(obj)))
-    os.replace(path + ".tmp", path)
 
 
 def hydra_run_dir() -> str:

@@ -17,7 +17,6 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Sequence
 
 from launch.cli.logs import traceback_to_file
 from nodes.errors import CheckpointError, ConfigError, Stopped, TooFewNodes, WorkerFailed, one_line
@@ -36,10 +35,10 @@ def exit_now(code: int):
     and closed, multiprocessing's children joined, a node's store keepers released), stdio flushed.
     An exception or sys.exit before this point takes the ordinary way out.
 
-    One thing the teardown did is not done by atexit: torch removes the /dev/shm files that count
+    One thing the teardown does is not done by atexit: torch removes the /dev/shm files that count
     the users of the CUDA tensors a process shared (a GPU node's weights, mapped by its policy
-    workers) in a C++ static destructor, which os._exit skips; they are removed here (one file
-    per GPU run was left on the H100, 2026-11-27). Nothing in this process can use them after."""
+    workers) in a C++ static destructor, which os._exit skips; they are removed here, or every GPU
+    run would leave one behind. Nothing in this process can use them after."""
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
@@ -94,41 +93,3 @@ def tool_failed(tool: str, exc: BaseException) -> int:
     if isinstance(exc, (Stopped, KeyboardInterrupt)):
         print(f"{tool}: stopped by {exc if isinstance(exc, Stopped) else 'SIGINT'}", file=sys.stderr, flush=True)
     return code
-
-
-def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, placement=None) -> int:
-    """Train one node (one rank with `peers`, which it leaves at the end); the exit code.
-    placement: where the rank runs (nodes.sampling.placement; the node finds it when not given)."""
-    from nodes.run.signals import StopSignals
-    from nodes.sampling.fork_server import ensure_fork_server
-
-    # the server imports torch and the workers' modules while this process imports the node's
-    ensure_fork_server(StopSignals(stop_signals))
-    from nodes.node import Node
-
-    clean = False  # every rank left after the same iteration (then rank 0 waits for the others)
-    try:
-        Node(cfg, peers, stop_signals=stop_signals, placement=placement).run()
-        clean = True
-        return 0
-    except (Stopped, TooFewNodes) as exc:
-        clean = True
-        return report(exc)
-    except (Exception, KeyboardInterrupt) as exc:
-        return report(exc)
-    finally:
-        if peers is not None:
-            peers.close(clean)
-
-
-def objective(run_dir: str) -> float | None:
-    """The run's mean episode reward from its summary.json: what a sweeper plugin optimises."""
-    import json
-    import os
-
-    try:
-        with open(os.path.join(run_dir, "summary.json")) as f:
-            value = json.load(f).get("mean_episode_reward")
-    except (OSError, ValueError):
-        return None
-    return float(value) if value is not None else None

@@ -53,7 +53,7 @@ def shared_buffers_gb(cfg: Config) -> float:
     """The trajectory buffers one rank allocates in /dev/shm (observations dominate)."""
     import numpy as np
 
-    from nodes.config.schema import num_slots
+    from nodes.config.layout import num_slots
     from nodes.envs import env_spec
 
     spec = env_spec(cfg.env)

@@ -31,7 +31,7 @@ def run_slurm_rank(cfg: Config, world, rendezvous=None) -> int:
         from launch.spawn.ranks import run_rank
         code = run_rank(cfg, world, (*DEFAULT_STOP_SIGNALS, sig))
     else:
-        from launch.cli.exits import run_node
+        from launch.spawn.driver import run_node
         code = run_node(cfg, stop_signals=(*DEFAULT_STOP_SIGNALS, sig))
     if code != 128 + sig:
         return code

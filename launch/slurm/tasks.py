@@ -20,10 +20,10 @@ class SlurmTask:
 
     def __call__(self) -> int:
         from launch.cli.logs import rank_logging
-        from launch.node import load_config
+        from launch.cli.resolved import read_resolved
         from sync.world import detect
 
-        cfg = load_config(self.run_dir)
+        cfg = read_resolved(self.run_dir)
         prepare_env(cfg)
         world = detect()
         rank_logging(cfg.run_dir, world.rank if world else 0)
@@ -52,11 +52,11 @@ class SlurmArrayTask(SlurmTask):
 
     def __call__(self) -> int:
         from launch.cli.logs import rank_logging
-        from launch.node import load_config
+        from launch.cli.resolved import read_resolved
         from launch.spawn.ranks import make_rendezvous
         from sync.world import World
 
-        cfg = load_config(self.run_dir)
+        cfg = read_resolved(self.run_dir)
         node = int(os.environ["SLURM_ARRAY_TASK_ID"])
         rendezvous = make_rendezvous(cfg, node)
         rank_logging(cfg.run_dir, node)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from launch.cli.exits import report, run_node
+from launch.cli.exits import report
+from launch.spawn.driver import run_node
 from nodes.config.schema import Config
 from nodes.errors import ConfigError
 from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
@@ -18,7 +19,7 @@ log = logging.getLogger("launch")
 def run_rank(cfg: Config, world, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, rendezvous=None) -> int:
     """Train as `world.rank` (elastic: node `world.rank`, its rank found by the rendezvous, made
     here unless given); returns the process exit code."""
-    # the workers' fork server imports torch while this process forms the world (launch.cli.exits.run_node)
+    # the workers' fork server imports torch while this process forms the world (launch.spawn.driver.run_node)
     ensure_fork_server(StopSignals(stop_signals))
     from sync.dist_peers import DistPeers
 

@@ -6,6 +6,8 @@ log at different frames still line up. matplotlib's Agg backend (no display need
 follows FILE's suffix (.png, .svg, .pdf)."""
 from __future__ import annotations
 
+from launch.tools.curve_data import groups
+
 LABELS = {"true_objective": "true objective (last 100 episodes)", "reward": "reward (last 100 episodes)"}
 GRID_POINTS = 200  # readings per band: enough for a smooth band, cheap for any run length
 
@@ -51,8 +53,6 @@ def plot_curves(curves: list, path: str, metric: str, threshold: float | None = 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from launch.curves import groups
 
     fig, (by_frames, by_time) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from launch.tools.scaling_model import Traffic
-from nodes.config.schema import in_rounds
+from nodes.config.layout import in_rounds
 from nodes.errors import one_line
 
 TINY_FLOATS = 16  # the small collectives' size class (the stats row is 8 floats, the checksum 32 bytes)
@@ -90,7 +90,7 @@ def measure_learner(cfg, trajectories: int | None = None) -> LearnerFigures:
 
     from nodes.envs import env_spec
     from nodes.learning.learner import Learner
-    from nodes.models import ActorCritic
+    from nodes.models.actor_critic import ActorCritic
     from nodes.run.stats import RankRow
     from nodes.sampling.placement import choose_precision, has_fast_bf16
 
@@ -113,7 +113,8 @@ def measure_learner(cfg, trajectories: int | None = None) -> LearnerFigures:
     with FlopCounterMode(display=False) as counter:  # after the timed steps: counting slows a step down
         learner.train_step(batch)
     elements = sum(p.numel() for p in model.parameters() if p.grad is not None)
-    # each norm's count, sum and sum of squares (float32) ride in the gradient's buffer (nodes.models.batch_moments)
+    # each norm's count, sum and sum of squares (float32) ride in the gradient's buffer
+    # (nodes.models.normalisers.batch_moments)
     moments = [math.prod(spec.obs_shape)] + [spec.meas_size] * model.use_meas + [1] * (learner.returns is not None)
     traffic = Traffic(grad_bytes=4 * (elements + sum(1 + 2 * n for n in moments) + 2),
                       stats_row_bytes=8 * len(fields(RankRow)), stats_every=cfg.sync.stats_every,

@@ -2,9 +2,10 @@
 
 It runs in the launching process (launch.cli.app, launch.bench), before any worker process starts, and
 each failure is one line (`ConfigError`, nodes.errors.need) naming the key and the value it got.
-What a key may hold is checked here; its default lives in nodes.config.schema. Whether an env can be
-created here is checked separately (nodes.envs.check_env_config), by the launcher, after `validate`;
-whether CUDA is there, where each rank starts (nodes.sampling.placement).
+What a key may hold is checked here; its default lives in the dataclasses of nodes.config.schema and
+its sections. Whether an env can be created here is checked separately (nodes.envs.check_env_config),
+by the launcher, after `validate`; whether CUDA is there, where each rank starts
+(nodes.sampling.placement).
 
 `need_envs_for` is the one check that also runs where a rank starts: with sampler.num_workers=auto
 the number of envs is known only there (nodes.node).
@@ -27,10 +28,29 @@ WANDB_MODES = ("", "online", "offline", "disabled")
 
 
 def validate(cfg: Any) -> None:
-    """Semantic checks on a composed config; raises ConfigError with one line naming the key."""
-    s, a, t, e, m, y = cfg.sampler, cfg.algo, cfg.train, cfg.env, cfg.model, cfg.sync
+    """Semantic checks on a composed config; raises ConfigError with one line naming the key.
+
+    The sections are checked in this order, and each section's keys in the order of its step, so a
+    config with several bad values is always refused naming the same one first."""
     need(cfg.nodes >= 1, f"nodes must be >= 1, got {cfg.nodes}")
     need(cfg.seed >= 0, f"seed must be >= 0 (every random stream derives from it), got {cfg.seed}")
+    per_batch = _validate_sampler(cfg)
+    _validate_algo(cfg, per_batch)
+    _validate_train(cfg)
+    _validate_env(cfg)
+    _validate_model(cfg)
+    _validate_bench(cfg)
+    _validate_sync(cfg)
+    _validate_population(cfg)
+    _validate_loggers(cfg)
+    _validate_eval(cfg)
+    # Whether CUDA is there is checked where each rank starts (nodes.sampling.placement), not here: this
+    # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
+
+
+def _validate_sampler(cfg: Any) -> int:
+    """The sampler's layout; returns the trajectories in a batch (batch_size / rollout)."""
+    s, e, y = cfg.sampler, cfg.env, cfg.sync
     need(s.mode in SAMPLER_MODES, f"sampler.mode must be one of {', '.join(SAMPLER_MODES)}, got '{s.mode}'")
     auto_workers = s.num_workers == "auto"
     need(auto_workers or (isinstance(s.num_workers, int) and not isinstance(s.num_workers, bool)
@@ -57,6 +77,11 @@ def validate(cfg: Any) -> None:
     need(s.mode != "deterministic" or cfg.nodes == 1 or not y.straggler,
          "sampler.mode=deterministic with several nodes needs sync.straggler=false (cutting a straggler's "
          "rollout short depends on timing, so it is not reproducible)")
+    return per_batch
+
+
+def _validate_algo(cfg: Any, per_batch: int) -> None:
+    a = cfg.algo
     need(a.lr > 0, f"algo.lr must be > 0, got {a.lr}")
     need(a.lr_schedule in ("constant", "linear"), f"algo.lr_schedule must be constant or linear, got '{a.lr_schedule}'")
     need(a.lr_scaling in LR_SCALING, f"algo.lr_scaling must be one of {', '.join(LR_SCALING)}, got '{a.lr_scaling}'")
@@ -69,6 +94,11 @@ def validate(cfg: Any) -> None:
     need(a.exploration_loss in EXPLORATION_LOSSES,
          f"algo.exploration_loss must be one of {', '.join(EXPLORATION_LOSSES)}, got '{a.exploration_loss}'")
     _validate_passes(a, per_batch)
+
+
+def _validate_train(cfg: Any) -> None:
+    """The training loop's keys, and the devices the learner and the policy workers run on."""
+    t, s = cfg.train, cfg.sampler
     need(t.max_env_frames >= 0, f"train.max_env_frames must be >= 0, got {t.max_env_frames}")
     need(t.max_seconds >= 0, f"train.max_seconds must be >= 0, got {t.max_seconds}")
     need(t.checkpoint_every_s > 0, f"train.checkpoint_every_s must be > 0, got {t.checkpoint_every_s}")
@@ -76,6 +106,10 @@ def validate(cfg: Any) -> None:
     for key, dev in (("train.device", t.device), ("sampler.policy_device", s.policy_device or "cpu")):
         need(re.fullmatch(r"cpu|cuda(:\d+)?", dev) is not None, f"{key} must be cpu, cuda or cuda:N, got '{dev}'")
     need(t.precision in ("auto", "fp32", "bf16"), f"train.precision must be auto, fp32 or bf16, got '{t.precision}'")
+
+
+def _validate_env(cfg: Any) -> None:
+    e = cfg.env
     need(e.frameskip >= 1, f"env.frameskip must be >= 1, got {e.frameskip}")
     need(e.agents >= 1, f"env.agents must be >= 1, got {e.agents}")
     need(e.agents == 1 or e.family == "doom",
@@ -83,6 +117,11 @@ def validate(cfg: Any) -> None:
     need(e.backend in ("python", "envpool"), f"env.backend must be python or envpool, got '{e.backend}'")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
+
+
+def _validate_model(cfg: Any) -> None:
+    """The model, and the env's measurements (game variables) it may read."""
+    m, e = cfg.model, cfg.env
     need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")
     need(m.fc_layers >= 1, f"model.fc_layers must be >= 1, got {m.fc_layers}")
     need(m.encoder in ("auto", "conv", "nature", "impala", "mlp"),
@@ -92,20 +131,28 @@ def validate(cfg: Any) -> None:
     need(not m.measurements or e.measurements,
          f"model.measurements=true (model={m.name}) needs an env with measurements: env.measurements=true "
          f"on a VizDoom env, got env={e.name}")
-    need(cfg.bench.seconds > 0, f"bench.seconds must be > 0, got {cfg.bench.seconds}")
-    for mode in cfg.bench.modes:
-        need(mode in SAMPLER_MODES, f"bench.modes: each must be one of {', '.join(SAMPLER_MODES)}, got '{mode}'")
-    need(not cfg.bench.modes or cfg.nodes == 1, "bench.modes compares training schemes on one node: use nodes=1")
-    need(cfg.bench.soak_s >= 0, f"bench.soak_s must be >= 0 (0: no soak), got {cfg.bench.soak_s}")
-    need(not cfg.bench.soak_s or (cfg.nodes == 1 and not cfg.bench.modes),
-         "bench.soak_s watches one node's memory: use nodes=1 and no bench.modes")
+
+
+def _validate_bench(cfg: Any) -> None:
     b = cfg.bench
+    need(b.seconds > 0, f"bench.seconds must be > 0, got {b.seconds}")
+    for mode in b.modes:
+        need(mode in SAMPLER_MODES, f"bench.modes: each must be one of {', '.join(SAMPLER_MODES)}, got '{mode}'")
+    need(not b.modes or cfg.nodes == 1, "bench.modes compares training schemes on one node: use nodes=1")
+    need(b.soak_s >= 0, f"bench.soak_s must be >= 0 (0: no soak), got {b.soak_s}")
+    need(not b.soak_s or (cfg.nodes == 1 and not b.modes),
+         "bench.soak_s watches one node's memory: use nodes=1 and no bench.modes")
     need(len(b.scaling_ranks) >= 1 and all(2 <= r <= 64 for r in b.scaling_ranks),
          "bench.scaling_ranks: each must be in [2, 64] (local gloo ranks per measurement), "
          f"got {list(b.scaling_ranks)}")
     need(b.scaling_repeats >= 1, f"bench.scaling_repeats must be >= 1, got {b.scaling_repeats}")
     need(b.scaling_steps >= 1, f"bench.scaling_steps must be >= 1, got {b.scaling_steps}")
     need(b.gpu_iteration_s > 0, f"bench.gpu_iteration_s must be > 0 (seconds, assumed), got {b.gpu_iteration_s}")
+
+
+def _validate_sync(cfg: Any) -> None:
+    """Across nodes: the collectives' settings and the elastic world's bounds."""
+    y, t = cfg.sync, cfg.train
     need(y.timeout_s > 0, f"sync.timeout_s must be > 0, got {y.timeout_s}")
     need(0 < y.min_batch_frac <= 1, f"sync.min_batch_frac must be in (0, 1], got {y.min_batch_frac}")
     need(0 < y.ready_frac <= 1, f"sync.ready_frac must be in (0, 1], got {y.ready_frac}")
@@ -121,12 +168,11 @@ def validate(cfg: Any) -> None:
     need(y.grad_dtype in ("fp32", "bf16"), f"sync.grad_dtype must be fp32 or bf16, got '{y.grad_dtype}'")
     need(isinstance(y.global_batch, bool) or y.global_batch == "auto",
          f"sync.global_batch must be true, false or auto, got '{y.global_batch}'")
-    _validate_population(cfg)
-    _validate_loggers(cfg)
+
+
+def _validate_eval(cfg: Any) -> None:
     need(cfg.eval.every_frames >= 0, f"eval.every_frames must be >= 0 (0: no evaluation), got {cfg.eval.every_frames}")
     need(cfg.eval.episodes >= 1, f"eval.episodes must be >= 1, got {cfg.eval.episodes}")
-    # Whether CUDA is there is checked where each rank starts (nodes.sampling.placement), not here: this
-    # runs on the submitting host too, and a login node without a GPU may submit a GPU job.
 
 
 def _validate_passes(a: Any, trajectories: int) -> None:

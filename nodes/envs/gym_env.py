@@ -1,7 +1,7 @@
 """Any gymnasium env with a flat Box observation and a Discrete or a flat Box action space: the
 fast test envs, classic control (CartPole, Pendulum) and the MuJoCo tasks (env=mujoco_*).
 
-A Box action space is spec.continuous Gaussian dims (nodes.models.ActionHeads). The policy
+A Box action space is spec.continuous Gaussian dims (nodes.models.heads.ActionHeads). The policy
 samples unbounded values; step() clips them to the Box's bounds before the env sees them, and
 the learner's log-prob stays that of the unclipped sample, as in Sample Factory and CleanRL (a
 squashed or clip-aware distribution would change the log-prob; this keeps it a plain Normal's).

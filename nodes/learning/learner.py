@@ -21,7 +21,8 @@ from torch import nn
 from nodes.config.validate import LR_SCALING
 from nodes.learning import losses
 from nodes.learning.adam import Adam
-from nodes.models import RunningNorm, autocast, batch_moments, fold_moments
+from nodes.models.normalisers import RunningNorm, batch_moments, fold_moments
+from nodes.models.numerics import autocast
 from nodes.run.peers import Solo
 from nodes.run.profile import LEARNER, Clock
 
@@ -45,7 +46,9 @@ class Learner:
         self.model, self.cfg, self.precision, self.member = model, algo_cfg, precision, member
         self.peers = peers or Solo()
         self.optimizer = make_optimizer(model, algo_cfg)
-        self.base_lr, self.lr_scale = algo_cfg.lr, 1.0  # the lr (PBT's) and the schedule's factor on it
+        # the lr (algo.lr, or PBT's), and the factor on it: algo.lr_schedule's decay times
+        # algo.lr_scaling's factor for the nodes in the world (schedule_lr)
+        self.base_lr, self.lr_factor = algo_cfg.lr, 1.0
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
         self.clock = Clock()  # the node hands it its row of the phase table (nodes.run.profile)
@@ -214,7 +217,7 @@ class Learner:
         """A population member's hyper-parameters (PBT): the optimizer's learning rate (times the
         schedule's factor) and the exploration loss's coefficient (self.cfg is this learner's own copy)."""
         self.base_lr = lr
-        self._set_lr(lr * self.lr_scale)
+        self._set_lr(lr * self.lr_factor)
         self.cfg.entropy_coeff = entropy_coeff
 
     def schedule_lr(self, progress: float, nodes: int = 1) -> None:
@@ -224,10 +227,10 @@ class Learner:
         the lr alone (a resumed run's saved lr too)."""
         c = self.cfg
         decay = max(0.0, 1.0 - progress) if c.lr_schedule == "linear" else 1.0
-        scale = decay * nodes ** LR_SCALING[c.lr_scaling]
-        if scale != self.lr_scale:
-            self.lr_scale = scale
-            self._set_lr(self.base_lr * scale)
+        factor = decay * nodes ** LR_SCALING[c.lr_scaling]
+        if factor != self.lr_factor:
+            self.lr_factor = factor
+            self._set_lr(self.base_lr * factor)
 
     def _set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:

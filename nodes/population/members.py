@@ -16,9 +16,10 @@ import torch
 
 from nodes.errors import CheckpointError, one_line
 from nodes.learning.learner import Learner
-from nodes.models import ActorCritic
+from nodes.models.actor_critic import ActorCritic
+from nodes.population.hypers import Hyper, shaping_terms
+from nodes.population.member_stats import MemberRow, MemberStats, merge_members
 from nodes.population.pbt import Pbt
-from nodes.population.roster import Hyper, MemberRow, MemberStats, merge_members, shaping_terms
 from nodes.run import seeds
 
 log = logging.getLogger("nodes")

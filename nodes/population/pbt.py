@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from nodes.population.roster import Hyper
+from nodes.population.hypers import Hyper
 from nodes.run import seeds
 
 

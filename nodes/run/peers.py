@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 import torch
 from torch import nn
 
-from nodes.models import param_checksum
+from nodes.models.numerics import param_checksum
 
 # A rank's stop vote as it rides in reduce_gradients: 0 none, the number of the signal that asked
 # this rank to stop, or NO_SIGNAL (its own time limit, train.max_seconds).

@@ -17,7 +17,7 @@ import threading
 import torch
 
 from nodes.run import checkpoint as ckpt
-from nodes.run.stats import Scalars
+from nodes.run.scalars import Scalars, open_loggers
 
 log = logging.getLogger("nodes")
 
@@ -33,18 +33,6 @@ def to_cpu(obj):
     return obj
 
 
-def open_loggers(cfg) -> list:
-    """A writer per logger the run names: TensorBoard's (run_dir/tb), W&B's (nodes.run.wandb_log)."""
-    writers = []
-    if "tensorboard" in cfg.logger:
-        from torch.utils.tensorboard import SummaryWriter
-        writers.append(SummaryWriter(log_dir=os.path.join(cfg.run_dir, "tb")))
-    if "wandb" in cfg.logger:
-        from nodes.run.wandb_log import WandbWriter
-        writers.append(WandbWriter(cfg))
-    return writers
-
-
 class RunRecord:
     def __init__(self, cfg, is_writer: bool):
         self.cfg, self.run_dir = cfg, cfg.run_dir
@@ -52,9 +40,9 @@ class RunRecord:
         self.scalars: Scalars | None = None
         self._writing: threading.Thread | None = None
         self._write_error: BaseException | None = None
-        self.writer(is_writer)
+        self.set_writer(is_writer)
 
-    def writer(self, is_writer: bool) -> None:
+    def set_writer(self, is_writer: bool) -> None:
         """This rank writes (or no longer does: elastic, rank 0 changed): the loggers follow."""
         self.is_writer = is_writer
         if is_writer and self.scalars is None:

@@ -31,7 +31,7 @@ BOTS = 6
 # (nodes/envs/doom_agents.py)
 PLAYER = 7
 # (rank, env index in the rank, policy version at launch): which population member plays each of an
-# env's episodes (nodes/population/roster.py, population.assign=episode and self-play)
+# env's episodes (nodes/population/assignment.py, population.assign=episode and self-play)
 ASSIGN = 8
 # (PBT step): a PBT step's draws (which top member a replaced one copies, what mutates); the same
 # on every rank, so every rank takes the same decision (nodes/population/pbt.py)

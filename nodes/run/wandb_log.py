@@ -1,4 +1,4 @@
-"""Weights & Biases output of the writer rank (logger=[...,wandb]; nodes.config.schema.WandbConfig).
+"""Weights & Biases output of the writer rank (logger=[...,wandb]; nodes.config.tools.WandbConfig).
 
 The same scalars TensorBoard gets, one W&B history row per step with `env_frames` as its x axis
 (TensorBoard's step), the resolved config at the start and summary.json's figures as the run's

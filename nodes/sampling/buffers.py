@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nodes.config.schema import num_slots
+from nodes.config.layout import num_slots
 from nodes.run.profile import MAX_PHASES, table_rows
 
 _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.float32}

@@ -1,5 +1,5 @@
 """The fork server workers start from (see nodes.sampling.processes), in a module that does not import
-torch: a launch starts the server first (launch.cli.exits.run_node), so that the server's imports of
+torch: a launch starts the server first (launch.spawn.driver.run_node), so that the server's imports of
 torch and the worker modules (~1.7 s on the 2-core VM) run beside the main process's own import
 of the node (~1.5 s), not after it."""
 from __future__ import annotations
@@ -20,8 +20,8 @@ PRELOAD = ["nodes.sampling.processes", "torch", "nodes.sampling.rollout_worker",
 
 if "from multiprocessing.forkserver import main" in " ".join(getattr(sys, "orig_argv", ())):
     # in the server itself (this module is in its preload): it exits (SystemExit) once its node is
-    # gone; without this it spent ~0.4 s tearing down the torch it imported, holding the node's
-    # stdout and stderr open meanwhile. Its children never run atexit handlers (they _exit)
+    # gone; without this it would spend ~0.4 s tearing down the torch it imported, holding the
+    # node's stdout and stderr open meanwhile. Its children never run atexit handlers (they _exit)
     atexit.register(os._exit, 0)
 
 

@@ -2,7 +2,7 @@
 
 Pure functions of what the rank can see (its environment variables, the GPUs visible to it, its
 CPU affinity), so tests can fake torchrun, `srun -n`, submitit or the local spawner. The launcher
-(launch.spawn.ranks, launch.cli.exits) calls `place()` where the rank starts, never on the submitting host:
+(launch.spawn.ranks, launch.spawn.driver) calls `place()` where the rank starts, never on the submitting host:
 a login node without a GPU can submit a `train.device=cuda` job.
 
 Rules (docs/gpu.md):

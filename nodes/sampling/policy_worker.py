@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from nodes.models import ActorCritic, autocast, deterministic_kernels
+from nodes.models.actor_critic import ActorCritic
+from nodes.models.numerics import autocast, deterministic_kernels
 from nodes.run import seeds
 from nodes.run.profile import POLICY, Clock, policy_row
 from nodes.sampling.buffers import env_groups

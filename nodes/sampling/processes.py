@@ -41,7 +41,7 @@ import torch
 import torch.multiprocessing as mp
 from faster_fifo import Queue
 
-from nodes.config.schema import in_rounds
+from nodes.config.layout import in_rounds
 from nodes.errors import Stopped, WorkerFailed
 from nodes.run.signals import StopSignals
 from nodes.sampling import janitor as janitor_script

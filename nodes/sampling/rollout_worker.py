@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from nodes.config.schema import in_rounds
+from nodes.config.layout import in_rounds
 from nodes.envs import action_converter, env_spec, make_envs, private_workdir
-from nodes.population.roster import Assignment
+from nodes.population.assignment import Assignment
 from nodes.run import seeds
 from nodes.run.profile import ROLLOUT, Clock, rollout_row
 from nodes.sampling.buffers import env_groups

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 
-from nodes.config.schema import in_rounds, slots_per_batch
+from nodes.config.layout import in_rounds, slots_per_batch
 from nodes.errors import PeerLost
 from nodes.learning.batcher import Batcher, wait_for_batches
 from nodes.run.profile import LEARNER, LEARNER_ROW, Clock

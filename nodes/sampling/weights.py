@@ -64,10 +64,10 @@ class SharedWeights:
     def release(self) -> None:
         """Drops this process's mapping of the weights, at a policy worker's end. A CUDA tensor
         received from another process holds the sender's count of its users until it is freed, and
-        a worker ends by os._exit (its arguments are never freed), so the learner's process warned
-        at its exit that it was 'terminated before all shared CUDA tensors released' (torch's
-        CudaIPCTypes, seen on the H100). Whether this silenced it is unknown: the learner's process
-        now ends by os._exit too (launch.cli.exits.exit_now), which skips the destructor that warned."""
+        a worker ends by os._exit (its arguments are never freed): without this the count never
+        drops, and torch's CudaIPCTypes warns at the learner process's exit that it was 'terminated
+        before all shared CUDA tensors released' (in a destructor that a launch's processes skip:
+        they end by os._exit too, launch.cli.exits.exit_now)."""
         self.flat = None
 
     def counters(self) -> tuple[int, int]:

@@ -1,0 +1,34 @@
+"""How one rank is run: the workers' fork server started first, the node trained, its peers left;
+the process exit code (launch.cli.exits says what each one means)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from launch.cli.exits import report
+from nodes.errors import Stopped, TooFewNodes
+from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
+
+
+def run_node(cfg, peers=None, stop_signals: Sequence[int] = DEFAULT_STOP_SIGNALS, placement=None) -> int:
+    """Train one node (one rank with `peers`, which it leaves at the end); the exit code.
+    placement: where the rank runs (nodes.sampling.placement; the node finds it when not given)."""
+    from nodes.run.signals import StopSignals
+    from nodes.sampling.fork_server import ensure_fork_server
+
+    # the server imports torch and the workers' modules while this process imports the node's
+    ensure_fork_server(StopSignals(stop_signals))
+    from nodes.node import Node
+
+    clean = False  # every rank left after the same iteration (then rank 0 waits for the others)
+    try:
+        Node(cfg, peers, stop_signals=stop_signals, placement=placement).run()
+        clean = True
+        return 0
+    except (Stopped, TooFewNodes) as exc:
+        clean = True
+        return report(exc)
+    except (Exception, KeyboardInterrupt) as exc:
+        return report(exc)
+    finally:
+        if peers is not None:
+            peers.close(clean)

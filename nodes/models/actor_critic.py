@@ -1,0 +1,172 @@
+"""Actor-critic models: encoder (+ measurements) -> core -> actor heads and critic.
+
+conf/model/ selects them (every shape comes from the env spec, none is hand-set):
+- simplified: the Sample Factory paper's encoder, sized as Sample Factory 2 sizes it: conv 32
+  8x8/4, 64 4x4/2, 128 3x3/2 (ELU), fc 512 (ELU), GRU 512, linear actor and critic heads;
+- full: the same plus a measurements MLP (game variables) joined before the core;
+- impala: the IMPALA ResNet encoder with an LSTM core;
+- model.encoder=nature: DQN's conv stack with ReLU (Sample Factory 2's Atari encoder);
+- vector observations get a two-layer MLP encoder (encoder=auto picks it).
+The encoders are in nodes.models.encoders, the action distribution in nodes.models.heads.
+
+The same recurrent cell serves the policy worker (one step) and the learner (BPTT over the rollout),
+so behaviour and learner log-probabilities agree to float precision at equal parameters.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nodes.models.encoders import ENCODERS
+from nodes.models.heads import ActionHeads
+from nodes.models.normalisers import RunningNorm
+
+IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (ActorCritic.norm_updates)
+MEAS_SIZE = 128  # width of the measurements MLP of the "full" model
+
+
+class ActorCritic(nn.Module):
+    """encoder (+ measurements MLP) -> core (GRU, LSTM or none) -> actor heads and critic.
+
+    The recurrent state is one flat vector per env (`state_size`): h for a GRU, [h, c] for an
+    LSTM, so buffers and policy workers handle every core alike.
+    """
+
+    def __init__(self, spec, model_cfg):
+        super().__init__()
+        kind = model_cfg.encoder
+        if kind == "auto":
+            kind = "conv" if spec.is_image else "mlp"
+        # Observations stay uint8 in the buffers (4x less memory); they become floats here.
+        self.obs_norm = RunningNorm(spec.obs_shape)
+        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size, model_cfg.fc_layers)
+        width = model_cfg.fc_size
+        # The "full" model: game variables (health, ammo, ...) through their own MLP, joined
+        # with the image features before the core. Their scales differ wildly (health 100,
+        # kills 1), so they are normalised like the pixels.
+        self.use_meas = bool(model_cfg.measurements) and spec.meas_size > 0
+        if self.use_meas:
+            self.meas_norm = RunningNorm((spec.meas_size,))
+            self.meas_mlp = nn.Sequential(nn.Linear(spec.meas_size, MEAS_SIZE), nn.ELU(),
+                                          nn.Linear(MEAS_SIZE, MEAS_SIZE), nn.ELU())
+            width += MEAS_SIZE
+        self.core_kind = model_cfg.core
+        self.recurrent = self.core_kind != "none"
+        hidden = model_cfg.hidden_size
+        if self.core_kind == "gru":
+            self.core, self.state_size = nn.GRUCell(width, hidden), hidden
+        elif self.core_kind == "lstm":
+            self.core, self.state_size = nn.LSTMCell(width, hidden), 2 * hidden
+        else:
+            self.core, self.state_size = None, 1
+        out = hidden if self.recurrent else width
+        self.heads = ActionHeads(spec.action_heads, spec.continuous)
+        # the discrete heads' logits, then the continuous dims' means
+        self.actor = nn.Linear(out, self.heads.num_logits + spec.continuous)
+        self.critic = nn.Linear(out, 1)
+        # Continuous dims: a learned log-std per dim that does not depend on the state, 0 at the
+        # start (std 1: Sample Factory's default, and CleanRL's); none without continuous dims, so
+        # a discrete model's parameters (and checksums) are what they were
+        if spec.continuous:
+            self.action_log_std = nn.Parameter(torch.zeros(spec.continuous))
+        else:
+            self.register_parameter("action_log_std", None)
+        self.apply(_init)
+        # Convolutions in channels-last layout (weights here, activations in _features): oneDNN's
+        # CPU kernels ran the simplified encoder's forward + backward 22% faster that way here
+        # (batch 1056: 0.97 -> 0.76 s), and it is cuDNN's preferred layout too. Values, state
+        # dicts, checksums and the flat weights hand-off are layout-blind (logical order).
+        self.channels_last = spec.is_image and len(spec.obs_shape) == 3
+        if self.channels_last:
+            self.encoder.to(memory_format=torch.channels_last)
+
+    def _features(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
+        # pixels become float in channels-last layout (one copy for both), which the convolutions keep
+        layout = torch.channels_last if self.channels_last else torch.preserve_format
+        x = self.encoder(self.obs_norm(obs, layout))
+        if self.use_meas:
+            x = torch.cat([x, self.meas_mlp(self.meas_norm(meas))], -1)
+        return x
+
+    def _core(self, x: torch.Tensor, state: torch.Tensor):
+        """(output, new flat state) for one step."""
+        if self.core_kind == "gru":
+            h = self.core(x, state)
+            return h, h
+        h, c = self.core(x, state.chunk(2, -1))
+        return h, torch.cat([h, c], -1)
+
+    def step(self, obs: torch.Tensor, meas: torch.Tensor, state: torch.Tensor):
+        """One step for a batch of envs: (action parameters, value, new recurrent state)."""
+        x = self._features(obs, meas)
+        if self.recurrent:
+            x, state = self._core(x, state)
+        # action parameters and values in fp32 whatever the autocast precision: the importance ratio
+        # of the policy worker's and the learner's log-probs must not pick up rounding noise
+        return self._action_params(x), self.critic(x).squeeze(-1).float(), state.float()
+
+    def _action_params(self, x: torch.Tensor) -> torch.Tensor:
+        """The actor's output as ActionHeads reads it: logits and means, then the log-stds repeated
+        for every row (one tensor for the policy worker, the learner and their log-probs)."""
+        out = self.actor(x).float()
+        if self.action_log_std is None:
+            return out
+        return torch.cat([out, self.action_log_std.float().expand(*out.shape[:-1], -1)], -1)
+
+    def unroll(self, obs: torch.Tensor, meas: torch.Tensor, state0: torch.Tensor, dones: torch.Tensor):
+        """BPTT over trajectories. obs [B, T+1, ...], meas [B, T+1, M], state0 [B, S], dones [B, T]
+        (done after step t). Returns action parameters [B, T+1, heads.width] and values [B, T+1];
+        step T only serves the bootstrap value."""
+        b, t1 = obs.shape[:2]
+        x = self._features(obs.reshape(b * t1, *obs.shape[2:]), meas.reshape(b * t1, -1)).view(b, t1, -1)
+        if self.core_kind == "gru":
+            x = self._gru_unroll(x, state0, 1.0 - dones.float())
+        elif self.recurrent:
+            keep = 1.0 - dones.float()
+            state, outs = state0, []
+            for t in range(t1):
+                out, state = self._core(x[:, t], state)
+                outs.append(out)
+                if t < t1 - 1:
+                    state = state * keep[:, t : t + 1]  # a new episode starts from a zero state
+            x = torch.stack(outs, 1)
+        return self._action_params(x), self.critic(x).squeeze(-1).float()
+
+    def _gru_unroll(self, x: torch.Tensor, h: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """nn.GRUCell's equations over [B, T+1, F] inputs, with the input projection of every step
+        in one matrix product (forward and backward) instead of one small one per step: the
+        step-by-step cell spent most of its time in 33 products of 32 rows each. keep [B, T]: 0
+        where an episode ended after step t (the next step starts from a zero state). The policy
+        worker's single steps use nn.GRUCell on the same weights: equal to float rounding."""
+        cell = self.core
+        gi = nn.functional.linear(x, cell.weight_ih, cell.bias_ih)  # [B, T+1, 3H]
+        i_r, i_z, i_n = gi.chunk(3, -1)
+        outs = []
+        for t in range(x.shape[1]):
+            h_r, h_z, h_n = nn.functional.linear(h, cell.weight_hh, cell.bias_hh).chunk(3, -1)
+            r = torch.sigmoid(i_r[:, t] + h_r)
+            z = torch.sigmoid(i_z[:, t] + h_z)
+            n = torch.tanh(i_n[:, t] + r * h_n)
+            h = n + z * (h - n)  # (1 - z) n + z h
+            outs.append(h)
+            if t < x.shape[1] - 1:
+                h = h * keep[:, t : t + 1]
+        return torch.stack(outs, 1)
+
+    def norm_updates(self, obs: torch.Tensor, meas: torch.Tensor) -> list[tuple[RunningNorm, torch.Tensor]]:
+        """What a batch [B, T, ...] folds into the running statistics (batch_moments). Of pixels, every
+        IMAGE_STATS_EVERY-th step of each trajectory: a learner batch of VizDoom frames is 28 M
+        values, and their moments (then in float64) cost a seventh of the learner's step; a per-pixel mean
+        over hundreds of steps of 128+ frames each is as good as over 1024 each."""
+        if obs.dim() > 3:
+            obs = obs[:, ::IMAGE_STATS_EVERY]
+        return [(self.obs_norm, obs)] + ([(self.meas_norm, meas)] if self.use_meas else [])
+
+
+def _init(module: nn.Module) -> None:
+    # Orthogonal weights with gain 1 and zero biases for conv and linear layers (heads included);
+    # the GRU keeps PyTorch's own initialisation. Sample Factory's defaults, which learn VizDoom
+    # quickly; a larger gain made the policy collapse early, a tiny actor gain made it crawl.
+    if isinstance(module, (nn.Conv2d, nn.Linear)):
+        nn.init.orthogonal_(module.weight, gain=1.0)
+        nn.init.zeros_(module.bias)

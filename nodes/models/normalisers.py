@@ -1,0 +1,77 @@
+"""Running normalisers: per-element running mean and variance, kept as buffers, not parameters.
+
+The learner folds each batch in; policy workers receive the statistics with the weights. A batch's
+moments are one float32 vector so that several norms' moments ride in the gradient all-reduce
+together (Peers.reduce_gradients) and every node folds in the same sum.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class RunningNorm(nn.Module):
+    """Per-element running mean/std of observations (buffers, not parameters).
+
+    Updated by the learner from each batch; policy workers receive it with the weights. For
+    pixels this subtracts the mean frame, so what moves (a monster) stands out from the static
+    room; without it the conv stack learns far slower on VizDoom.
+    """
+
+    def __init__(self, shape, clip: float = 5.0):
+        super().__init__()
+        self.register_buffer("mean", torch.zeros(shape))
+        self.register_buffer("var", torch.ones(shape))
+        self.register_buffer("count", torch.zeros(()))
+        self.clip = clip
+
+    @torch.no_grad()
+    def moments(self, x: torch.Tensor) -> torch.Tensor:
+        """A batch's moments about the running mean, as one float32 vector: [count, sum of d, sum of
+        d^2] with d = x - mean. Every node holds the same running mean, so these sum over nodes,
+        and they ride in the gradient all-reduce (Peers.reduce_gradients: no collective of their
+        own). About the mean, float32 is enough: raw sums of squares of 0..255 pixels lose the
+        variance of a near-constant pixel to cancellation (E[x^2] - E[x]^2); only the first batch,
+        taken about a mean of 0, carries that error, diluted by every later one (tests/test_models.py)."""
+        d = x.reshape(-1, *self.mean.shape).to(torch.float32, copy=True).sub_(self.mean)
+        first = d.sum(0).flatten()
+        return torch.cat([d.new_full((1,), float(d.shape[0])), first, d.mul_(d).sum(0).flatten()])
+
+    @torch.no_grad()
+    def fold(self, moments: torch.Tensor) -> None:
+        """Merge moments (this norm's `moments`, possibly summed over nodes) into the running ones."""
+        n, size = moments[0], self.mean.numel()
+        delta = (moments[1 : 1 + size] / n).view_as(self.mean)  # the batch's mean minus the running mean
+        b_var = ((moments[1 + size :] / n).view_as(self.mean) - delta.pow(2)).clamp_(min=0.0)
+        total = self.count + n
+        self.var.copy_((self.var * self.count + b_var * n + delta.pow(2) * self.count * n / total) / total)
+        self.mean += delta * (n / total)
+        self.count.copy_(total)
+
+    def normalize(self, x: torch.Tensor) -> torch.Tensor:
+        """(x - mean) / std, unclipped (value targets: algo.normalize_returns)."""
+        return (x - self.mean) * torch.rsqrt(self.var + 1e-5)
+
+    def denormalize(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sqrt(self.var + 1e-5) + self.mean
+
+    def forward(self, x: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+        """(x - mean) / std, clipped, as float32 in `memory_format`. One float copy (converting the
+        layout on the way), then one fused multiply-add and the clip in place: on a learner batch of
+        pixels each pass is 100+ MB, and each new tensor cost as much as its arithmetic."""
+        y = x.to(torch.float32, memory_format=memory_format, copy=True)
+        scale = torch.rsqrt(self.var + 1e-5)
+        return torch.addcmul(-self.mean * scale, y, scale, out=y).clamp_(-self.clip, self.clip)
+
+
+def batch_moments(updates: list[tuple[RunningNorm, torch.Tensor]]) -> torch.Tensor:
+    """Several norms' batch moments in one vector (summed over nodes as one: the learner hands it
+    to the gradient all-reduce, since each collective costs the ring's latency at scale)."""
+    return torch.cat([norm.moments(x) for norm, x in updates])
+
+
+def fold_moments(updates: list[tuple[RunningNorm, torch.Tensor]], moments: torch.Tensor) -> None:
+    """Fold `batch_moments(updates)` (summed over nodes or not) into each norm."""
+    sizes = [1 + 2 * norm.mean.numel() for norm, _ in updates]
+    for (norm, _), m in zip(updates, moments.split(sizes)):
+        norm.fold(m)
