@@ -66,7 +66,7 @@ def memory_figures(m) -> dict:
 
 def bench_node(obj) -> None:
     from launch.tools.measure import measure
-    from nodes.run.profile import format_shares
+    from nodes.record.profile import format_shares
     s = obj.sampler
     print(f"bench: env={obj.env.name} workers={s.num_workers} envs_per_worker={s.envs_per_worker} "
           f"double_buffered={s.double_buffered} policy_workers={s.num_policy_workers} "
@@ -112,7 +112,7 @@ def soak_growth(samples: list[tuple[float, int]], warmup_s: float) -> dict:
 def bench_soak(obj) -> None:
     """A real training run for warmup_s + soak_s; the node's memory every 10 s (more often in a
     short one), a line a minute, and how much it grew after the warm-up."""
-    from nodes.run.memory import MemoryWatch
+    from nodes.record.memory import MemoryWatch
     b = obj.bench
     every = min(10.0, max(1.0, (b.warmup_s + b.soak_s) / 20))  # at least 20 samples in a short soak
     print(f"soak: env={obj.env.name}, {b.soak_s / 60:.1f} min after a {b.warmup_s:.0f} s warm-up, memory every "

@@ -89,7 +89,7 @@ def parse(argv) -> EnjoyArgs:
 def checkpoint_path(cfg, which: str) -> str:
     """The checkpoint enjoy.checkpoint names: the run's latest, its best evaluated one, or a file."""
     from nodes.evaluation.journal import best_path
-    from nodes.run import checkpoint as ckpt
+    from nodes.record import checkpoint as ckpt
     if which == "latest":
         path = ckpt.latest(cfg.run_dir)
         if path is None:
@@ -107,7 +107,7 @@ def load_policy(cfg, members=(0,), which: str = "latest"):
     checkpoint enjoy.checkpoint names; a population's checkpoint holds every member's."""
     from nodes.envs import env_spec
     from nodes.models.actor_critic import ActorCritic
-    from nodes.run import checkpoint as ckpt
+    from nodes.record import checkpoint as ckpt
     path = checkpoint_path(cfg, which)
     models = []
     try:

@@ -7,9 +7,9 @@ launcher turns it into an exit code).
 
 The rooms the loop uses, each with one job: the run state every rank holds alike
 (nodes.run.run_state), the workers and batchers (nodes.sampling.sampler), who trains together
-(nodes.run.membership), what the run leaves in its directory (nodes.run.run_record), the learners
+(nodes.run.membership), what the run leaves in its directory (nodes.record.run_record), the learners
 (nodes.population.members: one per population member; one policy is a population of one), the stop signals
-(nodes.run.signals) and the statistics (nodes.run.stats). Other machines are `peers` (nodes.run.peers.Solo
+(nodes.run.signals) and the statistics (nodes.record.stats). Other machines are `peers` (nodes.run.peers.Solo
 for one node; sync/ supplies the multi-node one), so this module knows nothing of them.
 
 Every training iteration calls the peers at the same points on every rank: batches ready (or cut
@@ -38,15 +38,15 @@ from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
 from nodes.evaluation.schedule import Evaluation
 from nodes.models.numerics import deterministic_kernels
 from nodes.population.members import Members
+from nodes.record.profile import LEARNER
+from nodes.record.run_record import RunRecord, members_line, to_cpu
+from nodes.record.stats import RANK_ROW_WIDTH, RankRow, RankStats
+from nodes.record.summary import merge_trains, run_summary
 from nodes.run.membership import Membership
 from nodes.run.peers import NO_SIGNAL, Peers, Solo
-from nodes.run.profile import LEARNER
-from nodes.run.run_record import RunRecord, members_line, to_cpu
 from nodes.run.run_state import RunState
 from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 from nodes.run.signals import StopSignals
-from nodes.run.stats import RANK_ROW_WIDTH, RankRow, RankStats
-from nodes.run.summary import merge_trains, run_summary
 from nodes.sampling.fork_server import ensure_fork_server
 from nodes.sampling.placement import Placement, apply, here, use_device
 from nodes.sampling.sampler import Sampler

@@ -8,7 +8,7 @@ import os
 import pytest
 from helpers import FAST_GYM, one_error_line, run_module, summary, world_sizes
 
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

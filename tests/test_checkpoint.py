@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 
 
 def state(version):

@@ -3,7 +3,7 @@ deathmatch with multi-head actions: through the real engine, sampler and learner
 import torch
 from helpers import summary, train
 
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 
 SMALL = ["sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=128"]
 

@@ -187,7 +187,7 @@ def test_a_bot_deathmatch_trains_and_reports_its_matches(tmp_path):
 
 
 def test_single_player_envs_report_no_matches():
-    from nodes.run.stats import RunStats, merged_match
+    from nodes.record.stats import RunStats, merged_match
     stats = RunStats()
     stats.add_episode(5.0, 40, 5.0)
     assert merged_match([stats.row()]) is None
@@ -206,7 +206,7 @@ def test_doom_match_check_is_quiet_for_single_player_games():
 def test_true_objective_and_length_merge_over_ranks_and_show_where_they_differ_from_the_reward():
     """Each rank's recent means weighted by its episode count, as the reward is; the status line
     names the true objective only where the env has one of its own (it differs from the reward)."""
-    from nodes.run.stats import RunStats, merged_reward
+    from nodes.record.stats import RunStats, merged_reward
     a, b = RunStats(), RunStats()
     for reward, frames, objective in ((1.0, 400, 0.5), (3.0, 800, 1.5)):
         a.add_episode(reward, frames, objective)

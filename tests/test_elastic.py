@@ -11,7 +11,7 @@ import time
 
 from helpers import start_train, summary, train, world_sizes
 
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 from sync.store_keeper import running
 
 THREE_GYM = ["nodes=3", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",

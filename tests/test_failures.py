@@ -3,7 +3,7 @@ import os
 
 from helpers import FAST_GYM, summary, train
 
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 
 SMALL = ["env=gym", "env.id=tests.envs:CrashAfter-v0", "model.fc_size=16", "model.hidden_size=16",
          "sampler.rollout=8", "sampler.batch_size=64", "sampler.envs_per_worker=2"]

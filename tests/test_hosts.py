@@ -14,7 +14,7 @@ from helpers import FAST_GYM, compose, read_until, refusal, start_train, summary
 
 from launch.spawn import hosts
 from nodes.errors import ConfigError
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 from helpers import FAST_GYM, compose, read_until, start_train, summary, train
 
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 from nodes.run.signals import SAME_REQUEST_S, StopSignals
 
 

@@ -12,7 +12,7 @@ from helpers import ROOT, compose, free_port, read_until, start_train, summary, 
 from nodes.envs import env_spec
 from nodes.models.actor_critic import ActorCritic
 from nodes.models.numerics import param_checksum
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 from nodes.run import seeds
 
 TWO_GYM = ["nodes=2", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from nodes.run import memory, profile
+from nodes.record import memory, profile
 
 
 def test_clock_puts_every_second_in_exactly_one_phase():

@@ -1,5 +1,5 @@
 """One run state on every rank (nodes.run.run_state, nodes.run.membership), a signal during start-up
-(nodes.run.signals votes), the checkpoint written off the lockstep (nodes.run.run_record)."""
+(nodes.run.signals votes), the checkpoint written off the lockstep (nodes.record.run_record)."""
 import os
 import shutil
 import signal
@@ -13,9 +13,9 @@ import yaml
 from helpers import ROOT, compose, free_port, summary, train
 
 from nodes.node import Node
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
+from nodes.record.run_record import RunRecord
 from nodes.run.peers import Solo
-from nodes.run.run_record import RunRecord
 
 TWO_GYM = ["nodes=2", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
            "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",

@@ -144,7 +144,7 @@ def build(run_dir: str, faults: list[dict], exits: list[dict], t0: float, target
 
 
 def checkpoint_check(run_dir: str, version: int | None) -> dict:
-    from nodes.run import checkpoint as ckpt
+    from nodes.record import checkpoint as ckpt
 
     latest = ckpt.latest(run_dir)
     try:

@@ -6,7 +6,7 @@ random actions: no inference, no learning), "sample" (the full sampler, trajecto
 "train" (the sampler and the learners). It returns the frames/s the envs COLLECTED (agent steps x
 frameskip; the same count in every phase, so phases compare) and, for "train", the frames/s the
 learners TRAINED on (what summary.json's `fps` counts), where the processes' time went
-(nodes.run.profile), the CPU cores they kept busy and the node's peak memory (nodes.run.memory).
+(nodes.record.profile), the CPU cores they kept busy and the node's peak memory (nodes.record.memory).
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 
 from nodes.node import Node
-from nodes.run import profile
-from nodes.run.memory import MemoryWatch, Sample
-from nodes.run.profile import LEARNER
+from nodes.record import profile
+from nodes.record.memory import MemoryWatch, Sample
+from nodes.record.profile import LEARNER
 
 WAIT = LEARNER.index("wait")
 
@@ -28,9 +28,9 @@ class Measured:
 
     fps: float  # env frames/s collected over the measured seconds
     trained_fps: float  # env frames/s the learners trained on ("train" only, else 0)
-    profile: dict  # {process kind: {phase: share of its time}} (nodes.run.profile.shares)
-    cores: dict  # {main | policy | rollout: CPU cores those processes kept busy} (nodes.run.profile.cpu_by_kind)
-    memory: Sample  # the node's peak memory sample (nodes.run.memory)
+    profile: dict  # {process kind: {phase: share of its time}} (nodes.record.profile.shares)
+    cores: dict  # {main | policy | rollout: CPU cores those processes kept busy} (nodes.record.profile.cpu_by_kind)
+    memory: Sample  # the node's peak memory sample (nodes.record.memory)
     shared_bytes: int  # the node's own shared buffers (WorkerPool.shared_bytes)
 
 

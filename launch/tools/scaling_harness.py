@@ -91,7 +91,7 @@ def measure_learner(cfg, trajectories: int | None = None) -> LearnerFigures:
     from nodes.envs import env_spec
     from nodes.learning.learner import Learner
     from nodes.models.actor_critic import ActorCritic
-    from nodes.run.stats import RankRow
+    from nodes.record.stats import RankRow
     from nodes.sampling.placement import choose_precision, has_fast_bf16
 
     threads = cfg.train.learner_threads or len(os.sched_getaffinity(0))  # the learner alone: every core

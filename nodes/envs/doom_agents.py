@@ -34,8 +34,8 @@ import tempfile
 from multiprocessing.connection import Connection
 
 from nodes.envs import doom, doom_match
+from nodes.record.memory import descendants
 from nodes.run import seeds
-from nodes.run.memory import descendants
 from nodes.sampling.janitor import INSTANCE_ARG
 
 PLAYER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doom_player.py")

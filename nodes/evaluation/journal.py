@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from nodes.run import checkpoint as ckpt
+from nodes.record import checkpoint as ckpt
 
 JOURNAL = "eval.jsonl"
 BEST = "best.pt"

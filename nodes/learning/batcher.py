@@ -19,7 +19,7 @@ from collections.abc import Callable
 import torch
 
 from nodes.errors import WorkerFailed, one_line
-from nodes.run.profile import BATCHER, BATCHER_ROW, Clock
+from nodes.record.profile import BATCHER, BATCHER_ROW, Clock
 from nodes.sampling.buffers import SlotBatch
 
 WAIT, COPY = BATCHER.index("wait"), BATCHER.index("copy")
@@ -88,7 +88,7 @@ class Batcher(threading.Thread):
         self.error: BaseException | None = None
         # set when this member's batch is ready (one event for every member's batcher: nodes.sampling.sampler)
         self.notify: threading.Event | None = None
-        # this thread's phase split (nodes.run.profile; a population's first member's batcher)
+        # this thread's phase split (nodes.record.profile; a population's first member's batcher)
         self.clock = Clock(control.profile.numpy()[BATCHER_ROW] if control is not None and not member else None)
 
     def _next_slots(self) -> list[int] | None:

@@ -23,8 +23,8 @@ from nodes.learning import losses
 from nodes.learning.adam import Adam
 from nodes.models.normalisers import RunningNorm, batch_moments, fold_moments
 from nodes.models.numerics import autocast
+from nodes.record.profile import LEARNER, Clock
 from nodes.run.peers import Solo
-from nodes.run.profile import LEARNER, Clock
 
 FORWARD, LOSS, BACKWARD, ALLREDUCE, OPTIMIZER, OBS_NORM, STATS = (
     LEARNER.index(p) for p in ("forward", "loss", "backward", "allreduce", "optimizer", "obs_norm", "stats"))
@@ -51,7 +51,7 @@ class Learner:
         self.base_lr, self.lr_factor = algo_cfg.lr, 1.0
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
-        self.clock = Clock()  # the node hands it its row of the phase table (nodes.run.profile)
+        self.clock = Clock()  # the node hands it its row of the phase table (nodes.record.profile)
         # algo.normalize_returns: running moments of the value targets (summed over nodes, so every
         # rank holds the same); the critic then predicts targets in units of their std
         self.returns = RunningNorm(()).to(self.device) if algo_cfg.normalize_returns else None

@@ -7,12 +7,12 @@ import math
 from dataclasses import astuple, dataclass, fields
 
 from nodes.envs.doom_match import MATCH_KEYS
-from nodes.run.stats import EpisodeFigures, merged_reward
+from nodes.record.stats import EpisodeFigures, merged_reward
 
 
 @dataclass
 class MemberRow(EpisodeFigures):
-    """One member's figures on one rank, gathered with the rank's row (nodes.run.stats.RankRow): its
+    """One member's figures on one rank, gathered with the rank's row (nodes.record.stats.RankRow): its
     episode figures, then per opponent q (every member, then every self-play snapshot) its recent
     matches against q, wins and frags summed (3 values each)."""
 

@@ -26,7 +26,7 @@ log = logging.getLogger("nodes")
 
 class Membership:
     def __init__(self, cfg, peers, state, record, on_world: Callable[[], None], on_state: Callable[[bool], None]):
-        """record: the run record (nodes.run.run_record) that logs each change. on_world(): this rank's
+        """record: the run record (nodes.record.run_record) that logs each change. on_world(): this rank's
         place changed (rank, world size, writer). on_state(newer): the run state was replaced by a
         peer's (newer: one that went further than this rank's)."""
         self.cfg, self.peers, self.state, self.record = cfg, peers, state, record

@@ -19,7 +19,7 @@ import struct
 
 import torch
 
-from nodes.run.stats import RunStats
+from nodes.record.stats import RunStats
 
 
 class RunState:

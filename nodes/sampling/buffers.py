@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from nodes.config.layout import num_slots
-from nodes.run.profile import MAX_PHASES, table_rows
+from nodes.record.profile import MAX_PHASES, table_rows
 
 _TORCH_DTYPE = {np.dtype(np.uint8): torch.uint8, np.dtype(np.float32): torch.float32}
 
@@ -193,7 +193,7 @@ class Control:
     # [1] int64, sync mode with several nodes: the round the other ranks finished first (DD-PPO's
     # preemption): its rollouts end at the next step past sync.min_batch_frac of T; -1: none
     cut_round: torch.Tensor
-    # [rows, MAX_PHASES] float64: seconds per phase of every process (nodes.run.profile, one writer per row)
+    # [rows, MAX_PHASES] float64: seconds per phase of every process (nodes.record.profile, one writer per row)
     profile: torch.Tensor
     start_version: int = 0
     # [P, K] float32: each population member's reward-shaping weights (env.shaping, then env.pickups;

@@ -19,8 +19,8 @@ import numpy as np
 from nodes.config.layout import in_rounds
 from nodes.envs import action_converter, env_spec, make_envs, private_workdir
 from nodes.population.assignment import Assignment
+from nodes.record.profile import ROLLOUT, Clock, rollout_row
 from nodes.run import seeds
-from nodes.run.profile import ROLLOUT, Clock, rollout_row
 from nodes.sampling.buffers import env_groups
 
 WAIT, ENV_STEP, BOOKKEEPING = (ROLLOUT.index(p) for p in ("wait", "env_step", "bookkeeping"))
@@ -34,7 +34,7 @@ class GroupStepper:
 
     def __init__(self, cfg, worker: int, buffers, channels, envs, control, rank: int = 0, clock: Clock | None = None):
         self.cfg, self.w, self.ch, self.envs, self.control, self.rank = cfg, worker, channels, envs, control, rank
-        self.clock = clock or Clock()  # this process's phase split (nodes.run.profile)
+        self.clock = clock or Clock()  # this process's phase split (nodes.record.profile)
         self.T = buffers.rollout
         self.k = cfg.sampler.envs_per_worker
         self.groups = env_groups(cfg.sampler)[worker]

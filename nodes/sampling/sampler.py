@@ -13,7 +13,7 @@ import threading
 from nodes.config.layout import in_rounds, slots_per_batch
 from nodes.errors import PeerLost
 from nodes.learning.batcher import Batcher, wait_for_batches
-from nodes.run.profile import LEARNER, LEARNER_ROW, Clock
+from nodes.record.profile import LEARNER, LEARNER_ROW, Clock
 from nodes.sampling.buffers import SlotBatch
 from nodes.sampling.processes import WorkerPool
 

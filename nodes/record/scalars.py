@@ -1,28 +1,28 @@
-"""The run's scalars (`Scalars`): the figures of nodes.run.stats, each under its TensorBoard tag, to
+"""The run's scalars (`Scalars`): the figures of nodes.record.stats, each under its TensorBoard tag, to
 every logger the run names (`logger`), on the node that writes logs only."""
 from __future__ import annotations
 
 import os
 
 from nodes.envs.doom_match import MATCH_KEYS
-from nodes.run.stats import RankStats, RunStats, merged_match, merged_reward
+from nodes.record.stats import RankStats, RunStats, merged_match, merged_reward
 
 
 def open_loggers(cfg) -> list:
-    """A writer per logger the run names: TensorBoard's (run_dir/tb), W&B's (nodes.run.wandb_log)."""
+    """A writer per logger the run names: TensorBoard's (run_dir/tb), W&B's (nodes.record.wandb_log)."""
     writers = []
     if "tensorboard" in cfg.logger:
         from torch.utils.tensorboard import SummaryWriter
         writers.append(SummaryWriter(log_dir=os.path.join(cfg.run_dir, "tb")))
     if "wandb" in cfg.logger:
-        from nodes.run.wandb_log import WandbWriter
+        from nodes.record.wandb_log import WandbWriter
         writers.append(WandbWriter(cfg))
     return writers
 
 
 class Scalars:
     """The run's scalars, to each logger the run names (`logger`: TensorBoard's SummaryWriter,
-    nodes.run.wandb_log.WandbWriter; both take add_scalar(tag, value, step)); created only on the node
+    nodes.record.wandb_log.WandbWriter; both take add_scalar(tag, value, step)); created only on the node
     that writes logs."""
 
     def __init__(self, writers: list):

@@ -1,6 +1,6 @@
 """Run statistics of one node (`RunStats`), what each rank reports every iteration (`RankRow`),
 and the per-rank accounting over a launch (`RankStats`). What reaches TensorBoard and W&B:
-nodes.run.scalars."""
+nodes.record.scalars."""
 from __future__ import annotations
 
 import collections

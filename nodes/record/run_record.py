@@ -1,6 +1,6 @@
 """RunRecord: what a run leaves in its directory, written by the writer rank (rank 0).
 
-Checkpoints (nodes.run.checkpoint: atomic, fsync'd), `summary.json`, the scalars (TensorBoard, W&B:
+Checkpoints (nodes.record.checkpoint: atomic, fsync'd), `summary.json`, the scalars (TensorBoard, W&B:
 `logger`), `pbt.jsonl` (one PBT replacement a line) and the population's part of the status line.
 A checkpoint during training is written off the lockstep: the loop takes a CPU copy of the run
 state (a memory copy) and a thread writes it (torch.save + fsync), so at scale on a shared
@@ -16,8 +16,8 @@ import threading
 
 import torch
 
-from nodes.run import checkpoint as ckpt
-from nodes.run.scalars import Scalars, open_loggers
+from nodes.record import checkpoint as ckpt
+from nodes.record.scalars import Scalars, open_loggers
 
 log = logging.getLogger("nodes")
 

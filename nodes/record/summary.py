@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from nodes.models.numerics import param_checksum
-from nodes.run.stats import merged_match, merged_reward
+from nodes.record.stats import merged_match, merged_reward
 
 SUMMED = ("global_samples", "stop_voted", "sync_s", "step_s", "policy_lag_max")
 

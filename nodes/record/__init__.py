@@ -1,0 +1,1 @@
+"""What a run records: checkpoints, statistics and their scalars, summary.json, where its time and memory go."""
