@@ -20,7 +20,7 @@
 - Stragglers: a rank with a full batch adds itself to the store counter `ready/<version>`; a rank
   still collecting polls that counter and, once sync.ready_frac of the ranks are ready, trains on
   the samples it has (at least sync.min_batch_frac of a batch; in sampler.mode=sync its
-  rollouts end early instead, DD-PPO's preemption: nodes.learning.batcher). The all-reduce weights every
+  rollouts end early instead, DD-PPO's preemption: nodes.sampling.batcher). The all-reduce weights every
   rank by its sample count, so the update is the mean over all samples actually collected.
 - Faults: each rank writes a counter to `hb/<rank>` in the store every second from a thread. When a
   collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped

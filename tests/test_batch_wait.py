@@ -1,4 +1,4 @@
-"""The learners' batch wait (nodes.learning.batcher.wait_for_batches), straggler branch included, in-process.
+"""The learners' batch wait (nodes.sampling.batcher.wait_for_batches), straggler branch included, in-process.
 
 Real shared buffers and the real Batcher thread; the trajectory queue is a list and the peers
 are a stand-in whose readiness the test sets, so every decision is checked exactly: which slots
@@ -13,7 +13,7 @@ from helpers import compose
 
 from nodes.envs import EnvSpec
 from nodes.errors import WorkerFailed
-from nodes.learning.batcher import Batcher, wait_for_batches
+from nodes.sampling.batcher import Batcher, wait_for_batches
 from nodes.sampling.buffers import allocate
 
 PER_BATCH, ROLLOUT = 4, 2

@@ -12,7 +12,7 @@ from helpers import compose
 
 from nodes.envs import EnvSpec
 from nodes.errors import WorkerFailed
-from nodes.learning.batcher import Batcher
+from nodes.sampling.batcher import Batcher
 from nodes.sampling.buffers import Control, allocate
 
 PER_BATCH, ROLLOUT = 3, 2
@@ -150,7 +150,7 @@ def test_device_feed_gathers_what_copy_slots_does_into_two_alternating_buffers(p
     as SlotBatch.copy_slots, batches independent of the reused host buffers, versions on the host."""
     import torch
 
-    from nodes.learning.batcher import DeviceFeed
+    from nodes.sampling.batcher import DeviceFeed
     from nodes.sampling.buffers import SlotBatch
 
     buffers, _ = parts

@@ -7,11 +7,11 @@ import os
 import torch
 from helpers import ROOT, compose, one_error_line, run_module, summary, train
 
+from nodes import seeds
 from nodes.envs import env_spec
 from nodes.models.actor_critic import ActorCritic
 from nodes.models.numerics import param_checksum
 from nodes.record import checkpoint as ckpt
-from nodes.run import seeds
 
 SMALL = ["model=feedforward", "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
          "sampler.batch_size=128", "train.status_every_s=1"]

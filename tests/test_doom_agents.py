@@ -16,7 +16,7 @@ from helpers import group_conf, one_error_line, read_until, refusal, run_module,
 from nodes.envs import check_env_config
 from nodes.envs.doom import _game
 from nodes.envs.doom_agents import AgentMatch
-from nodes.record.memory import descendants
+from nodes.janitor import descendants
 
 
 def duel(**over):

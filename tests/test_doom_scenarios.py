@@ -130,7 +130,7 @@ def test_unknown_shaping_variable_is_one_line():
 
 def engines() -> list[int]:
     """This process's VizDoom engine processes (its children running the vizdoom binary)."""
-    from nodes.record.memory import descendants
+    from nodes.janitor import descendants
     out = []
     for pid in descendants(os.getpid())[1:]:
         try:

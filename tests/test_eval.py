@@ -8,7 +8,7 @@ import os
 import pytest
 from helpers import FAST_GYM, one_error_line, refusal, run_module, summary, train
 
-from nodes.run import seeds
+from nodes import seeds
 
 BANDIT = [*FAST_GYM, "env.id=tests.envs:SignBandit-v0", "sampler.pin_workers=false"]  # perfect 8, random 4
 EVAL = ["eval.every_frames=6000", "eval.episodes=20", "eval.greedy=true"]

@@ -9,11 +9,11 @@ import time
 import torch
 from helpers import ROOT, compose, free_port, read_until, start_train, summary, train
 
+from nodes import seeds
 from nodes.envs import env_spec
 from nodes.models.actor_critic import ActorCritic
 from nodes.models.numerics import param_checksum
 from nodes.record import checkpoint as ckpt
-from nodes.run import seeds
 
 TWO_GYM = ["nodes=2", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
            "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",

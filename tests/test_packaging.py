@@ -52,6 +52,40 @@ def test_ruff_finds_nothing_on_the_whole_tree():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
+def _imported_rooms(text: str) -> set[str]:
+    """The rooms of nodes/ (a subpackage, or a module at its top) that a module imports."""
+    rooms = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "nodes":
+            parts = node.module.split(".")
+            rooms.update([parts[1]] if len(parts) > 1 else [alias.name for alias in node.names])
+    return rooms
+
+
+def test_the_rooms_of_nodes_import_each_other_one_way():
+    """nodes/' subpackages and top modules form no circle: the layers of docs/concepts.md's picture
+    (sampling above population above learning above run above record, ...)."""
+    edges: dict[str, set[str]] = {}
+    for root, _, files in os.walk(os.path.join(ROOT, "nodes")):
+        for name in (f for f in files if f.endswith(".py")):
+            rel = os.path.relpath(os.path.join(root, name), os.path.join(ROOT, "nodes"))
+            room = rel.split(os.sep)[0].removesuffix(".py")
+            edges.setdefault(room, set()).update(_imported_rooms(open(os.path.join(root, name)).read()) - {room})
+
+    def reached(start):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    circles = {room: sorted(edges[room]) for room in edges if room in reached(room)}
+    assert "sampling" in edges and "record" in edges["run"], edges  # the walk saw the rooms
+    assert not circles, f"rooms of nodes/ in a circle (room: what it imports): {circles}"
+
+
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 450, 60
 
 

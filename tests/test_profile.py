@@ -7,6 +7,7 @@ import time
 
 import numpy as np
 
+from nodes import janitor
 from nodes.record import memory, profile
 
 
@@ -64,7 +65,7 @@ def test_memory_and_cpu_readers_see_the_whole_process_tree():
     try:
         grandchild = int(child.stdout.readline())
         assert child.stdout.readline().strip() == "busy done"
-        pids = memory.descendants(os.getpid())
+        pids = janitor.descendants(os.getpid())
         assert child.pid in pids and grandchild in pids
         now = memory.sample(os.getpid(), time.time())
         assert now.processes >= base.processes + 2

@@ -19,9 +19,9 @@ import sys
 import threading
 
 from launch.cli.logs import traceback_to_file
+from nodes import janitor
 from nodes.errors import CheckpointError, ConfigError, Stopped, TooFewNodes, WorkerFailed, one_line
 from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
-from nodes.sampling import janitor
 
 log = logging.getLogger("launch")
 TOO_FEW_NODES = 75

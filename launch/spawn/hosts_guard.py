@@ -8,7 +8,7 @@ segments; multiprocessing's resource tracker unlinks the node's named semaphores
 which nothing else would), then SIGKILLs whatever is still there and deletes the namespaces (their
 veth ends go with them), the bridge and the hosts' /etc/netns files.
 Standalone on purpose (stdlib only, run by path): it starts fast and imports nothing of ours, like
-nodes/sampling/janitor.py.
+nodes/janitor.py.
 """
 import contextlib
 import glob

@@ -44,10 +44,10 @@ def num_slots(s: Any, members: int = 1) -> int:
     deterministic mode two per env (one round filling while the learner learns on the other).
 
     When the learner is the bottleneck, every extra slot only adds policy lag: a batch's slots
-    return when the learner takes it (nodes.learning.batcher), so with the default the envs collect the
+    return when the learner takes it (nodes.sampling.batcher), so with the default the envs collect the
     next batch during the step, half of it ahead of time (lag 1.5 on doom_basic, 2 x 8 envs;
     2.0 with one more per env, 3.0 when slots returned at the batcher's copy). A population of
-    `members` (async only) gets one batch per member (nodes.learning.batcher.wait_for_batches).
+    `members` (async only) gets one batch per member (nodes.sampling.batcher.wait_for_batches).
     """
     if s.mode == "sync":
         return s.num_workers * s.envs_per_worker

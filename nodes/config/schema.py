@@ -39,6 +39,6 @@ class Config:
     # where the writer rank sends scalars: tensorboard (run_dir/tb) and/or wandb (see WandbConfig)
     logger: list[str] = field(default_factory=lambda: ["tensorboard"])
     wandb: WandbConfig = field(default_factory=WandbConfig)
-    seed: int = 0  # env, sampling and initialisation seeds all derive from it (nodes.run.seeds)
+    seed: int = 0  # env, sampling and initialisation seeds all derive from it (nodes.seeds)
     nodes: int = 1  # >1: one full Sample Factory node per process or machine (sync/)
     run_dir: str | None = None  # filled in by the launcher (Hydra's output dir)

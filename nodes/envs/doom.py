@@ -35,9 +35,9 @@ import os
 
 import numpy as np
 
+from nodes import seeds
 from nodes.envs import NO_INFO, EnvSpec, doom_match
 from nodes.errors import ConfigError
-from nodes.run import seeds
 
 RENDER_W, RENDER_H = 160, 120
 TURN_DELTAS = np.linspace(-10.0, 10.0, 11)  # degrees per tic for TURN_LEFT_RIGHT_DELTA

@@ -33,10 +33,9 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 
+from nodes import seeds
 from nodes.envs import doom, doom_match
-from nodes.record.memory import descendants
-from nodes.run import seeds
-from nodes.sampling.janitor import INSTANCE_ARG
+from nodes.janitor import INSTANCE_ARG, descendants
 
 PLAYER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "doom_player.py")
 START_ATTEMPTS = 3  # a match that fails to start this many times in a row fails the worker

@@ -5,7 +5,7 @@ Every eval.every_frames env frames the loop hands the evaluator a CPU copy of th
 memory copy, as for a checkpoint) and goes on training; the evaluator process plays
 eval.episodes episodes with each population member's policy (nodes.evaluation.play.play: one env, batch
 of one, greedy or sampled as eval.greedy says) on envs seeded from the run's seed and the round
-(nodes.run.seeds.EVAL: streams no training env uses), and sends back each member's mean reward, true
+(nodes.seeds.EVAL: streams no training env uses), and sends back each member's mean reward, true
 objective and length. At most one round is in flight: a round that would start while the last one
 plays waits for it. The loop logs a finished round under eval/* (TensorBoard, W&B) at the frames
 it was taken, appends it to run_dir/eval.jsonl, and when its score (the best member's mean true
@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from nodes.run import seeds
+from nodes import seeds
 
 
 def member_models(state: dict) -> list[dict]:

@@ -1,1 +1,1 @@
-"""The learner's rooms: the batcher, the APPO step, its losses and optimizer."""
+"""The learner's rooms: the APPO step, its losses and its optimizer."""

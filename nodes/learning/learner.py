@@ -1,4 +1,4 @@
-"""Learner: the APPO gradient step on a batch from nodes.learning.batcher.
+"""Learner: the APPO gradient step on a batch from nodes.sampling.batcher.
 
 The step: BPTT unroll, V-trace (or GAE) targets, PPO-clipped (or plain) policy loss + value loss
 - entropy bonus, backward, `peers.reduce_gradients` (the sample-weighted mean over nodes, with the

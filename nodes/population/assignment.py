@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from nodes.run import seeds
+from nodes import seeds
 
 
 class Assignment:

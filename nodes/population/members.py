@@ -14,13 +14,13 @@ import logging
 
 import torch
 
+from nodes import seeds
 from nodes.errors import CheckpointError, one_line
 from nodes.learning.learner import Learner
 from nodes.models.actor_critic import ActorCritic
 from nodes.population.hypers import Hyper, shaping_terms
 from nodes.population.member_stats import MemberRow, MemberStats, merge_members
 from nodes.population.pbt import Pbt
-from nodes.run import seeds
 
 log = logging.getLogger("nodes")
 

@@ -10,7 +10,7 @@ pbt.mutation_rate, at least one of them, so the copy explores).
 
 Every rank takes the same decision without a collective of its own: the objectives come from the
 gathered stats rows, which every rank holds bit for bit the same, and every draw comes from a
-stream named by the PBT step (nodes.run.seeds.PBT). Rank 0 writes the events; the parameter
+stream named by the PBT step (nodes.seeds.PBT). Rank 0 writes the events; the parameter
 checksums (per member, every sync.check_every iterations) would catch a rank that differed.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import math
 
 import numpy as np
 
+from nodes import seeds
 from nodes.population.hypers import Hyper
-from nodes.run import seeds
 
 
 class Pbt:

@@ -15,26 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-
-def descendants(root: int) -> list[int]:
-    """root and every process below it (by parent pid, from /proc/<pid>/stat)."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:  # gone meanwhile
-            continue
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])  # the command may contain spaces and ')'
-        children.setdefault(ppid, []).append(int(name))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo += children.get(pid, [])
-    return out
+from nodes.janitor import descendants
 
 
 def process_memory(pid: int) -> tuple[int, int]:

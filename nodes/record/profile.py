@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from nodes.record.memory import descendants
+from nodes.janitor import descendants
 
 # Phase names per kind of process; a row of the table has MAX_PHASES columns.
 LEARNER = ("wait", "forward", "loss", "backward", "allreduce", "optimizer", "obs_norm", "publish", "stats")

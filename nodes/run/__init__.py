@@ -1,1 +1,1 @@
-"""The run's bookkeeping: its state, membership, records, checkpoints, statistics, signals, seeds."""
+"""The run's state and who shares it: the run state, membership, the Peers contract, stop signals."""

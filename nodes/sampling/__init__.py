@@ -1,1 +1,2 @@
-"""The sampler's rooms: worker processes, rollout and policy workers, shared buffers and weights."""
+"""The sampler's rooms: worker processes, rollout and policy workers, shared buffers and weights, and
+the batcher that turns finished trajectories into the learners' batches."""

@@ -40,7 +40,7 @@ class TrajectoryBuffers:
     versions: torch.Tensor  # [S, T] policy version that chose the action
     h0: torch.Tensor  # [S, H] recurrent state before step 0 (H = model.state_size)
     slot_env: torch.Tensor  # [S] int64: the env (index in the rank) filling the slot
-    # [S] int64: that env's rollouts before this one, this launch (rounds: nodes.learning.batcher)
+    # [S] int64: that env's rollouts before this one, this launch (rounds: nodes.sampling.batcher)
     slot_round: torch.Tensor
     # [S] int64: steps in the finished slot: T, or fewer when sync mode preempted it or (a population)
     # the env's member changed at an episode's end (the steps after it are not trained on)

@@ -19,10 +19,10 @@ import time
 
 import torch
 
+from nodes import seeds
 from nodes.models.actor_critic import ActorCritic
 from nodes.models.numerics import autocast, deterministic_kernels
 from nodes.record.profile import POLICY, Clock, policy_row
-from nodes.run import seeds
 from nodes.sampling.buffers import env_groups
 from nodes.sampling.placement import use_device
 from nodes.sampling.weights import WeightsReader

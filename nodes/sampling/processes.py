@@ -41,10 +41,10 @@ import torch
 import torch.multiprocessing as mp
 from faster_fifo import Queue
 
+from nodes import janitor as janitor_script
 from nodes.config.layout import in_rounds
 from nodes.errors import Stopped, WorkerFailed
 from nodes.run.signals import StopSignals
-from nodes.sampling import janitor as janitor_script
 from nodes.sampling.buffers import Control, allocate
 from nodes.sampling.fork_server import ensure_fork_server, start_context
 from nodes.sampling.policy_worker import run_policy_worker
@@ -54,7 +54,7 @@ from nodes.sampling.weights import SharedWeights
 log = logging.getLogger("nodes")
 
 PR_SET_PDEATHSIG = 1
-JANITOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "janitor.py")
+JANITOR = janitor_script.__file__  # run by path: it imports nothing of ours
 
 
 def start_janitor() -> subprocess.Popen:

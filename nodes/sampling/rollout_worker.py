@@ -16,11 +16,11 @@ import time
 
 import numpy as np
 
+from nodes import seeds
 from nodes.config.layout import in_rounds
 from nodes.envs import action_converter, env_spec, make_envs, private_workdir
 from nodes.population.assignment import Assignment
 from nodes.record.profile import ROLLOUT, Clock, rollout_row
-from nodes.run import seeds
 from nodes.sampling.buffers import env_groups
 
 WAIT, ENV_STEP, BOOKKEEPING = (ROLLOUT.index(p) for p in ("wait", "env_step", "bookkeeping"))

@@ -1,7 +1,7 @@
 """Sampler: a node's worker processes and its batchers, as the learners see them.
 
 One batcher per population member (one policy is a population of one): `wait` hands the learners
-one iteration's batches (nodes.learning.batcher.wait_for_batches), `learn` runs every member's update and
+one iteration's batches (nodes.sampling.batcher.wait_for_batches), `learn` runs every member's update and
 gives the new weights to the policy workers and the slots back to the envs in the order that
 makes each sampler mode's policy lag, `drop_collected` forgets trajectories of a policy that
 another rank's state replaced. Nothing here knows of other machines: `peers` is passed in.
@@ -12,8 +12,8 @@ import threading
 
 from nodes.config.layout import in_rounds, slots_per_batch
 from nodes.errors import PeerLost
-from nodes.learning.batcher import Batcher, wait_for_batches
 from nodes.record.profile import LEARNER, LEARNER_ROW, Clock
+from nodes.sampling.batcher import Batcher, wait_for_batches
 from nodes.sampling.buffers import SlotBatch
 from nodes.sampling.processes import WorkerPool
 

@@ -25,7 +25,7 @@ import os
 import torch
 from torch import nn
 
-from nodes.sampling import janitor
+from nodes import janitor
 
 LOCK_TIMEOUT_S = 10.0
 

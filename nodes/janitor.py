@@ -1,6 +1,6 @@
 """Janitor: make sure no node process and no VizDoom segment outlives the trainer.
 
-Started by the node's main process as `python nodes/sampling/janitor.py MAIN_PID [MP_TEMP_DIR]` in a
+Started by the node's main process as `python nodes/janitor.py MAIN_PID [MP_TEMP_DIR]` in a
 new process group whose id is its own pid; every worker joins that group, and VizDoom engines
 inherit it. The janitor reads its stdin until EOF, which comes when the main process exits OR is
 SIGKILLed. Then it SIGKILLs every other member of the group (VizDoom engines ignore SIGTERM) and
@@ -13,6 +13,8 @@ launch.cli.exits.exit_now), and multiprocessing's /tmp/pymp-* directory of it (t
 listener socket; multiprocessing removes it at a normal exit only: a test suite that kills nodes
 left a dozen of them in /tmp per run).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
+Its /proc readers serve the node too: `descendants` (a process tree: the node's memory and CPU
+accounting, a match's engines), `INSTANCE_ARG` (a VizDoom engine's shared-memory name).
 """
 import contextlib
 import glob
@@ -53,6 +55,27 @@ def remove_mp_temp_dir(path: str) -> None:
     """multiprocessing's per-process temp dir (util.get_temp_dir(): /tmp/pymp-XXXX); nothing else."""
     if os.path.basename(path).startswith("pymp-"):
         shutil.rmtree(path, ignore_errors=True)
+
+
+def descendants(root: int) -> list[int]:
+    """root and every process below it (by parent pid, from /proc/<pid>/stat)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:  # gone meanwhile
+            continue
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])  # the command may contain spaces and ')'
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo += children.get(pid, [])
+    return out
 
 
 def group_members(pgid: int):
