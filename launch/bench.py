@@ -30,8 +30,8 @@ import sys
 import hydra
 
 from launch.cli.app import check, hydra_run_dir, resolve
-from launch.cli.exits import tool_failed
 from launch.cli.overrides import check_command
+from launch.process.exits import tool_failed
 
 log = logging.getLogger("launch.bench")
 
@@ -162,7 +162,7 @@ def bench_modes(obj) -> None:
 
 def _timed_run(obj, run_dir: str, nodes: int, seconds: float | None = None) -> dict:
     """Train from scratch in run_dir for `seconds` (warmup_s + seconds by default); return its summary."""
-    from launch.cli.resolved import write_resolved
+    from launch.process.resolved import write_resolved
     from launch.spawn.local import spawn_nodes
     from nodes.node import Node
 

@@ -46,8 +46,9 @@ import hydra
 
 from launch.cli.app import check as check_config
 from launch.cli.app import hydra_run_dir, resolve
-from launch.cli.overrides import check_command, refuse
-from launch.cli.resolved import write_resolved
+from launch.cli.overrides import check_command
+from launch.process.exits import refuse
+from launch.process.resolved import write_resolved
 from launch.spawn.local import free_port, node_command
 from launch.tools import chaos_report
 from nodes.errors import ConfigError, need

@@ -24,8 +24,8 @@ import sys
 from dataclasses import dataclass, field
 
 from launch.cli import overrides
-from launch.cli.exits import exit_now
-from launch.cli.overrides import compose_checked, refuse, register
+from launch.cli.overrides import compose_checked, register
+from launch.process.exits import exit_now, refuse
 from nodes.envs import private_workdir
 from nodes.errors import ConfigError, one_line
 
@@ -145,7 +145,7 @@ def choose_seats(cfg, opt) -> list[int]:
 
 def main(argv) -> int:
     args = parse(argv)
-    from launch.cli.resolved import read_resolved
+    from launch.process.resolved import read_resolved
     from nodes.evaluation.play import play
     cfg = read_resolved(args.run_dir)
     opt = args.enjoy

@@ -15,10 +15,9 @@ from __future__ import annotations
 import os
 import sys
 
-from launch.cli.exits import exit_now
-from launch.cli.logs import rank_logging
-from launch.cli.overrides import refuse
-from launch.cli.resolved import read_resolved
+from launch.process.exits import exit_now, refuse
+from launch.process.logs import rank_logging
+from launch.process.resolved import read_resolved
 from launch.slurm.step import prepare_env
 from launch.spawn.ranks import run_rank
 from sync.world import detect

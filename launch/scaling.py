@@ -51,8 +51,8 @@ import hydra
 
 from launch.cli.app import check as check_config
 from launch.cli.app import hydra_run_dir, resolve
-from launch.cli.exits import tool_failed
-from launch.cli.overrides import check_command, refuse
+from launch.cli.overrides import check_command
+from launch.process.exits import refuse, tool_failed
 from launch.tools import scaling_report as report
 from launch.tools.scaling_harness import allreduce_sizes, batch_shape, measure_allreduce, measure_learner
 from launch.tools.scaling_model import NODES, fit_ring, link_beta, predict, ring_allreduce_s

@@ -20,10 +20,10 @@ import sys
 import hydra
 
 from launch.cli.app import check, hydra_run_dir, resolve
-from launch.cli.exits import exit_now
-from launch.cli.logs import rank_logging
-from launch.cli.overrides import check_command, refuse
-from launch.cli.resolved import write_resolved
+from launch.cli.overrides import check_command
+from launch.process.exits import exit_now, refuse
+from launch.process.logs import rank_logging
+from launch.process.resolved import write_resolved
 from launch.spawn.driver import run_node
 from nodes.errors import ConfigError
 

@@ -2,13 +2,13 @@
 
 Every entry point prints one line for an error (`error: ...`) and, where a rank has a log file,
 writes the full traceback of an unexpected exception there (`TRACEBACKS`, attached to the log
-file only by launch.cli.logs), so nothing is lost and the console stays readable.
+file only by launch.process.logs), so nothing is lost and the console stays readable.
 """
 from __future__ import annotations
 
 import logging
 
-# The full traceback of an unexpected error goes here: launch.cli.logs attaches the rank's log file
+# The full traceback of an unexpected error goes here: launch.process.logs attaches the rank's log file
 # and nothing else (the console shows one line). Without that, tracebacks are dropped quietly.
 TRACEBACKS = logging.getLogger("distrl.tracebacks")
 TRACEBACKS.propagate = False

@@ -9,7 +9,7 @@ command line). If the pipe closed without STOP written first, the main process d
 `os._exit`, which runs no atexit): the janitor then also removes the files of it that the CUDA
 driver and torch keep for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit the main
 process removes both: the driver's in nodes/sampling/weights.py's atexit, torch's in
-launch.cli.exits.exit_now), and multiprocessing's /tmp/pymp-* directory of it (the fork server's
+launch.process.exits.exit_now), and multiprocessing's /tmp/pymp-* directory of it (the fork server's
 listener socket; multiprocessing removes it at a normal exit only: a test suite that kills nodes
 left a dozen of them in /tmp per run).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.

@@ -1,9 +1,9 @@
-"""launch.cli.exits.report: how a node's end becomes its exit code and the line the user sees."""
+"""launch.process.exits.report: how a node's end becomes its exit code and the line the user sees."""
 import signal
 
 import pytest
 
-from launch.cli.exits import TOO_FEW_NODES, report
+from launch.process.exits import TOO_FEW_NODES, report
 from nodes.errors import ConfigError, Stopped, TooFewNodes
 from sync.rendezvous import RunOver
 

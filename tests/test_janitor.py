@@ -1,6 +1,6 @@
 """The CUDA driver's /dev/shm file of a process that shares memory by CUDA IPC handle (the learner's
 weights) is left behind even at a clean exit (seen on an H100), so the main process removes its own
-at exit, and torch's reference-count files for shared CUDA tensors at launch.cli.exits.exit_now (torch
+at exit, and torch's reference-count files for shared CUDA tensors at launch.process.exits.exit_now (torch
 removes them at an interpreter's exit, which exit_now skips); the janitor removes both of a killed
 main process. Faked here by name (no CUDA on this machine): what is tested
 is that the right files go, and only when they should. On the H100 (2026-11-26, bd58f07): after a
@@ -92,12 +92,12 @@ def test_the_main_process_removes_its_own_file_at_exit_and_a_forked_child_does_n
 
 
 def test_exit_now_removes_the_torch_ipc_files_of_its_process_only():
-    """launch.cli.exits.exit_now ends by os._exit, which skips the C++ static destructor that removes
+    """launch.process.exits.exit_now ends by os._exit, which skips the C++ static destructor that removes
     torch's reference-count files: on the H100 (2026-11-27, a62d277) every GPU run left one
     /dev/shm/torch_<pid>_* file until exit_now removed them itself."""
     code = textwrap.dedent("""
         import os
-        from launch.cli.exits import exit_now
+        from launch.process.exits import exit_now
         mine, other = "/dev/shm/torch_%d_123_27" % os.getpid(), "/dev/shm/torch_%d1_123_27" % os.getpid()
         for path in (mine, other):
             open(path, "w").close()

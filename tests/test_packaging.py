@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 
+import pytest
 from helpers import ROOT
 
 
@@ -52,25 +53,34 @@ def test_ruff_finds_nothing_on_the_whole_tree():
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
 
 
-def _imported_rooms(text: str) -> set[str]:
-    """The rooms of nodes/ (a subpackage, or a module at its top) that a module imports."""
+def _imported_rooms(package: str, text: str) -> set[str]:
+    """The rooms of `package` (a subpackage, or a module at its top) that a module imports."""
     rooms = set()
     for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "nodes":
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
             parts = node.module.split(".")
             rooms.update([parts[1]] if len(parts) > 1 else [alias.name for alias in node.names])
     return rooms
 
 
-def test_the_rooms_of_nodes_import_each_other_one_way():
-    """nodes/' subpackages and top modules form no circle: the layers of docs/concepts.md's picture
-    (sampling above population above learning above run above record, ...)."""
+def _room_imports(package: str) -> dict[str, set[str]]:
+    """Each room of `package` (a subpackage or a top module) -> the other rooms it imports."""
     edges: dict[str, set[str]] = {}
-    for root, _, files in os.walk(os.path.join(ROOT, "nodes")):
+    for root, _, files in os.walk(os.path.join(ROOT, package)):
         for name in (f for f in files if f.endswith(".py")):
-            rel = os.path.relpath(os.path.join(root, name), os.path.join(ROOT, "nodes"))
+            rel = os.path.relpath(os.path.join(root, name), os.path.join(ROOT, package))
             room = rel.split(os.sep)[0].removesuffix(".py")
-            edges.setdefault(room, set()).update(_imported_rooms(open(os.path.join(root, name)).read()) - {room})
+            text = open(os.path.join(root, name)).read()
+            edges.setdefault(room, set()).update(_imported_rooms(package, text) - {room})
+    return edges
+
+
+@pytest.mark.parametrize("package", ["nodes", "launch"])
+def test_the_rooms_of_a_package_import_each_other_one_way(package):
+    """nodes/' and launch/'s subpackages and top modules form no circle: the layers of
+    docs/concepts.md's picture (nodes: sampling above population above learning above run above
+    record, ...; launch: entry points above cli above slurm above spawn above process)."""
+    edges = _room_imports(package)
 
     def reached(start):
         seen, todo = set(), [start]
@@ -82,8 +92,8 @@ def test_the_rooms_of_nodes_import_each_other_one_way():
         return seen
 
     circles = {room: sorted(edges[room]) for room in edges if room in reached(room)}
-    assert "sampling" in edges and "record" in edges["run"], edges  # the walk saw the rooms
-    assert not circles, f"rooms of nodes/ in a circle (room: what it imports): {circles}"
+    assert len(edges) >= 8 and sum(map(len, edges.values())) >= 10, edges  # the walk saw the rooms
+    assert not circles, f"rooms of {package}/ in a circle (room: what it imports): {circles}"
 
 
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 450, 60

@@ -1,1 +1,1 @@
-"""What every entry point shares: the Hydra app, overrides, the resolved config, logs, exit codes."""
+"""The command line: Hydra's grammar checked before Hydra starts, and the app every Hydra entry point shares."""

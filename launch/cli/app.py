@@ -1,5 +1,5 @@
 """What the Hydra entry points share: the schema registration, the checks on a composed config,
-and where Hydra puts the run and its sweep (the resolved config written there: launch.cli.resolved).
+and where Hydra puts the run and its sweep (the resolved config written there: launch.process.resolved).
 
 Bad input is refused with one line on stderr and exit code 2 before any worker process starts:
 the command line is checked point by point with Hydra's own grammar (launch.cli.overrides), and
@@ -11,7 +11,8 @@ import os
 
 from omegaconf import OmegaConf
 
-from launch.cli.overrides import refuse, register
+from launch.cli.overrides import register
+from launch.process.exits import refuse
 from nodes.config.schema import Config
 from nodes.config.validate import validate
 from nodes.envs import check_env_config

@@ -7,7 +7,7 @@ points Hydra's basic sweeper will run, composes conf/ for each point the way Hyd
 the semantic checks on each (nodes.config.validate.validate, then the env check). `compose_checked` is
 the one place that turns Hydra's and OmegaConf's errors into our one-line messages;
 launch.enjoy composes its own options through it too. The first bad value ends the command
-with one line on stderr and exit code 2 (`refuse`).
+with one line on stderr and exit code 2 (launch.process.exits.refuse).
 
 A sweep of more than MAX_POINTS points (or one run by a sweeper plugin, e.g. Optuna, whose
 points are not known in advance) is checked value by value instead: each value of each swept
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,16 +34,11 @@ from omegaconf.errors import (
     ValidationError,
 )
 
+from launch.process.exits import refuse
 from nodes.errors import ConfigError, one_line
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
 MAX_POINTS = 64  # a bigger sweep is checked value by value (each composition takes ~0.1 s)
-
-
-def refuse(message: str) -> None:
-    """The one-line refusal: `error: <message>` on stderr, exit code 2."""
-    print(f"error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
 
 
 _SCHEMAS: dict[str, Any] = {}

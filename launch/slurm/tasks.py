@@ -19,8 +19,8 @@ class SlurmTask:
         self.run_dir = run_dir
 
     def __call__(self) -> int:
-        from launch.cli.logs import rank_logging
-        from launch.cli.resolved import read_resolved
+        from launch.process.logs import rank_logging
+        from launch.process.resolved import read_resolved
         from sync.world import detect
 
         cfg = read_resolved(self.run_dir)
@@ -51,8 +51,8 @@ class SlurmArrayTask(SlurmTask):
     element requeues itself."""
 
     def __call__(self) -> int:
-        from launch.cli.logs import rank_logging
-        from launch.cli.resolved import read_resolved
+        from launch.process.logs import rank_logging
+        from launch.process.resolved import read_resolved
         from launch.spawn.ranks import make_rendezvous
         from sync.world import World
 

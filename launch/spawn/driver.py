@@ -1,10 +1,10 @@
 """How one rank is run: the workers' fork server started first, the node trained, its peers left;
-the process exit code (launch.cli.exits says what each one means)."""
+the process exit code (launch.process.exits says what each one means)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from launch.cli.exits import report
+from launch.process.exits import report
 from nodes.errors import Stopped, TooFewNodes
 from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from launch.cli.exits import stop_signal
+from launch.process.exits import stop_signal
 from nodes.config.schema import Config
 
 log = logging.getLogger("launch.spawn.local")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from launch.cli.exits import report
+from launch.process.exits import report
 from launch.spawn.driver import run_node
 from nodes.config.schema import Config
 from nodes.errors import ConfigError

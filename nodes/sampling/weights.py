@@ -67,7 +67,7 @@ class SharedWeights:
         a worker ends by os._exit (its arguments are never freed): without this the count never
         drops, and torch's CudaIPCTypes warns at the learner process's exit that it was 'terminated
         before all shared CUDA tensors released' (in a destructor that a launch's processes skip:
-        they end by os._exit too, launch.cli.exits.exit_now)."""
+        they end by os._exit too, launch.process.exits.exit_now)."""
         self.flat = None
 
     def counters(self) -> tuple[int, int]:

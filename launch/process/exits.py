@@ -1,4 +1,4 @@
-"""How a node's end becomes what the user sees and the process exit code: in one place.
+"""How a process ends: what the user sees and the exit code, in one place.
 
     0                 finished
     2                 refused: a bad config value, or a checkpoint that does not fit (`error: ...`)
@@ -18,13 +18,19 @@ import os
 import sys
 import threading
 
-from launch.cli.logs import traceback_to_file
+from launch.process.logs import traceback_to_file
 from nodes import janitor
 from nodes.errors import CheckpointError, ConfigError, Stopped, TooFewNodes, WorkerFailed, one_line
 from nodes.run.signals import DEFAULT as DEFAULT_STOP_SIGNALS
 
 log = logging.getLogger("launch")
 TOO_FEW_NODES = 75
+
+
+def refuse(message: str) -> None:
+    """The one-line refusal of bad input before anything starts: `error: <message>` on stderr, exit code 2."""
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
 
 
 def exit_now(code: int):

@@ -7,7 +7,7 @@ import os
 
 from omegaconf import OmegaConf
 
-from launch.cli.overrides import refuse
+from launch.process.exits import refuse
 from nodes.config.schema import Config
 
 

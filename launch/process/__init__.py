@@ -1,0 +1,1 @@
+"""What every launched process shares: the run's resolved config, its log, how it ends (exit codes)."""
