@@ -3,10 +3,11 @@
 The step: BPTT unroll, V-trace (or GAE) targets, PPO-clipped (or plain) policy loss + value loss
 - entropy bonus, backward, `peers.reduce_gradients` (the sample-weighted mean over nodes, with the
 running norms' batch moments summed in the same collective; the identity for one node),
-gradient-norm clipping, Adam, then the observation statistics folded in. nodes/ never imports what implements `peers`.
+gradient-norm clipping, Adam, then the observation statistics folded in. nodes/ never imports what
+implements `peers`.
 
 On a GPU the step never waits for the device until its very end: every logged scalar stays a
-device tensor until one `.tolist()` (the iteration's only host sync; tests/test_learner_device.py
+device tensor until one `.tolist()` (the iteration's only host sync; tests/test_device_paths.py
 runs the step on the `meta` device, where any earlier sync or stray CPU tensor raises). The
 policy lag comes from the batch's CPU copy of the versions, and the all-reduce is timed with CUDA
 events (host timers would count the backward it waits for).
