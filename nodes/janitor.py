@@ -1,11 +1,15 @@
 """Janitor: make sure no node process and no VizDoom segment outlives the trainer.
 
-Started by the node's main process as `python nodes/janitor.py MAIN_PID [MP_TEMP_DIR]` in a
-new process group whose id is its own pid; every worker joins that group, and VizDoom engines
+Started by the node's main process as `python nodes/janitor.py MAIN_PID [MP_TEMP_DIR [RUN_DIR]]`
+in a new process group whose id is its own pid; every worker joins that group, and VizDoom engines
 inherit it. The janitor reads its stdin until EOF, which comes when the main process exits OR is
-SIGKILLed. Then it SIGKILLs every other member of the group (VizDoom engines ignore SIGTERM) and
+SIGKILLed (the main writes STOP at the very end of its run, after the final checkpoint and the
+summary). Then it SIGKILLs every other member of the group (VizDoom engines ignore SIGTERM),
 removes the /dev/shm segments of the VizDoom instances it saw (`+viz_instance_id` on the engine
-command line). If the pipe closed without STOP written first, the main process died (SIGKILL, or
+command line) and the working directories under RUN_DIR/.workers/ of every member it saw (a
+killed evaluator or worker never removes its own). If the pipe closed without STOP written first,
+the main process died mid-write perhaps: the janitor removes its temp files in RUN_DIR
+(nodes.record.checkpoint.temp_path: checkpoints, best.pt, summary.json). If it died (SIGKILL, or
 `os._exit`, which runs no atexit): the janitor then also removes the files of it that the CUDA
 driver and torch keep for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit the main
 process removes both: the driver's in nodes/sampling/weights.py's atexit, torch's in
@@ -23,6 +27,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import sys
 import time
 
@@ -94,8 +99,9 @@ def group_members(pgid: int):
             continue
 
 
-def scan(pgid: int, instances: set) -> list:
+def scan(pgid: int, instances: set, seen: set) -> list:
     pids = list(group_members(pgid))
+    seen.update(pids)
     for pid in pids:
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -107,10 +113,10 @@ def scan(pgid: int, instances: set) -> list:
     return pids
 
 
-def sweep(pgid: int, instances: set) -> None:
+def sweep(pgid: int, instances: set, seen: set) -> None:
     deadline = time.time() + 10
     while time.time() < deadline:
-        pids = scan(pgid, instances)
+        pids = scan(pgid, instances, seen)
         if not pids:
             break
         for pid in pids:
@@ -121,13 +127,32 @@ def sweep(pgid: int, instances: set) -> None:
         remove(glob.glob(f"/dev/shm/ViZDoom*{inst}"))
 
 
+def remove_workdirs(run_dir: str, pids) -> None:
+    """The working directories of these (ended) processes: RUN_DIR/.workers/<name>_pid<pid>
+    (nodes.envs.private_workdir)."""
+    for pid in pids:
+        for path in glob.glob(os.path.join(glob.escape(run_dir), ".workers", f"*_pid{pid}")):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_temp_files(run_dir: str, pid: int) -> None:
+    """The temp files a writer killed mid-write left: nodes.record.checkpoint.temp_path's names
+    (<file>.tmp.<host>.<pid>) of this host's `pid`, in the run directory and its checkpoints."""
+    suffix = f".tmp.{socket.gethostname()}.{pid}"
+    for d in (run_dir, os.path.join(run_dir, "checkpoints")):
+        remove(glob.glob(os.path.join(glob.escape(d), "*" + suffix)))
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     pgid = os.getpgrp()
     # the main process's pid from its command line: os.getppid() here could already be init's
     parent = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
+    temp_dir = sys.argv[2] if len(sys.argv) > 2 else ""
+    run_dir = sys.argv[3] if len(sys.argv) > 3 else ""
     instances: set = set()
+    seen: set = set()  # every member of the group so far
     orderly = False  # the main process said STOP before closing the pipe: it lives on
     fd = sys.stdin.fileno()
     while True:
@@ -137,15 +162,19 @@ def main() -> None:
             if not data:
                 break  # EOF: the main process is done or dead
             orderly = orderly or STOP in data
-        scan(pgid, instances)
-    sweep(pgid, instances)
+        scan(pgid, instances, seen)
+    sweep(pgid, instances, seen)
+    if run_dir:
+        remove_workdirs(run_dir, seen)
     if not orderly:  # the main process died (killed, or os._exit): no atexit of its own ran
         deadline = time.time() + 5
         while os.getppid() == parent and time.time() < deadline:
             time.sleep(0.05)  # its pipe closes before it is reaped
         remove(cuda_ipc_files(parent) + torch_ipc_files(parent))
-        if len(sys.argv) > 2:
-            remove_mp_temp_dir(sys.argv[2])
+        if temp_dir:
+            remove_mp_temp_dir(temp_dir)
+        if run_dir:
+            remove_temp_files(run_dir, parent)
 
 
 if __name__ == "__main__":

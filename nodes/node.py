@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 
 from nodes.config.layout import node_batch_size, slots_per_batch, splits_batch
-from nodes.config.validate import need_envs_for
+from nodes.config.validate import need_envs_for, need_minibatches, node_trajectories
 from nodes.envs import env_spec
 from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
 from nodes.evaluation.schedule import Evaluation
@@ -41,7 +41,7 @@ from nodes.population.members import Members
 from nodes.record.profile import LEARNER
 from nodes.record.run_record import RunRecord, members_line, to_cpu
 from nodes.record.stats import RANK_ROW_WIDTH, RankRow, RankStats
-from nodes.record.summary import merge_trains, run_summary
+from nodes.record.summary import checksums, merge_trains, run_summary
 from nodes.run.membership import Membership
 from nodes.run.peers import NO_SIGNAL, Peers, Solo
 from nodes.run.run_state import RunState
@@ -82,6 +82,8 @@ class Node:
         self.rank, self.world = self.peers.rank, self.peers.world_size
         self.placement = placement or here(cfg, solo=self.world == 1)
         apply(cfg, self.placement)
+        # sampler.num_workers=auto is known only now
+        need_minibatches(cfg.algo, *node_trajectories(cfg, cfg.sampler.batch_size // cfg.sampler.rollout))
         # sync.global_batch: this node learns on its share of the world's batch (cfg is this rank's own copy)
         cfg.sampler.batch_size = node_batch_size(cfg.sampler, cfg.nodes,
                                                  splits_batch(cfg.sync.global_batch, cfg.train.device))
@@ -91,7 +93,7 @@ class Node:
         self.signals = StopSignals(stop_signals, vote=self.world > 1 or self.peers.elastic)
         ensure_fork_server(self.signals)  # a no-op after launch.spawn.driver.run_node; else its imports run meanwhile
         self.spec = env_spec(cfg.env)
-        if cfg.population.size > 1:  # sampler.num_workers=auto is known only now
+        if cfg.population.size > 1:
             need_envs_for(cfg.population.size, cfg.sampler.num_workers * cfg.sampler.envs_per_worker, cfg.env.agents)
         torch.set_num_threads(cfg.train.learner_threads)
         # The learners run on train.device, the policy workers on sampler.policy_device; they get
@@ -273,31 +275,58 @@ class Node:
         return summary
 
     def _finish(self, outcome: str, error: BaseException | None) -> tuple[dict, str, BaseException | None]:
-        """Stop the processes, write the final checkpoint (not after a failure: no final collective)
-        and the summary; returns (summary, outcome, error), a failed checkpoint being the error."""
+        """The end of a run, whatever ended it: stop the workers, write the final checkpoint (not
+        after a failure: no final collective), agree on the parameters, wait for the writer's last
+        evaluation round (after the collective: the other ranks need not wait for it) and write the
+        summary; returns (summary, outcome, error), the first error being the run's. Each step
+        runs whatever became of the one before (a failed checkpoint, a second Ctrl-C), and the
+        processes are stopped however it ends: none outlives the node."""
         self.train_seconds = self.stats.seconds
-        if outcome == "finished" and self.record.is_writer:
-            self.evaluation.finish(self.record, self.cfg.sync.timeout_s)  # the round in flight, logged
-        self.evaluation.close()
-        self.sampler.stop()
-        if outcome != "failed" or (self.members.learners[0].version > 0 and self.world == 1):
-            try:
-                self.record.checkpoint(self._checkpoint_state(), wait=True)
-            except Exception as exc:  # the summary is still written; the first error is reported
-                if error is None:
-                    outcome, error = "failed", exc
-                else:
-                    log.warning("final checkpoint not written either: %s", one_line(exc))
-        # a final collective only where every rank left the loop after the same iteration: not after
-        # a failure (a peer may be gone) nor a second Ctrl-C (this rank left mid-iteration)
-        summary = run_summary(self, outcome, collective=outcome not in ("failed", "interrupted"))
-        self.record.summary(summary)
-        self.record.close()
-        if self.peers.elastic and self.record.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):
-            self.peers.mark_over(outcome)  # a node that comes later has nothing to join
+        finished = outcome == "finished"
+        try:
+            if not (finished and self.record.is_writer):  # a round in flight is dropped
+                outcome, error = self._step("stopping the evaluator", self.evaluation.close, outcome, error)
+            outcome, error = self._step("stopping the workers", lambda: self.sampler.stop(keep_janitor=True),
+                                        outcome, error)
+            if outcome != "failed" or (self.members.learners[0].version > 0 and self.world == 1):
+                outcome, error = self._step("the final checkpoint",
+                                            lambda: self.record.checkpoint(self._checkpoint_state(), wait=True),
+                                            outcome, error)
+            # a final collective only where every rank left the loop after the same iteration: not
+            # after a failure (a peer may be gone) nor a second Ctrl-C (this rank left mid-iteration)
+            sums = None
+            if outcome not in ("failed", "interrupted"):
+                outcome, error = self._step("the final parameter check", lambda: checksums(self, True), outcome, error)
+                sums = self._step_result
+            if sums is None:
+                sums = checksums(self, collective=False)
+            if finished and self.record.is_writer:  # a round dropped is a warning, not the run's end
+                self.evaluation.finish(self.record, self.cfg.sync.timeout_s, lambda: self.signals.received is not None)
+            summary = run_summary(self, outcome, sums)
+            outcome, error = self._step("the summary", lambda: self.record.summary(summary), outcome, error)
+            if self.peers.elastic and self.record.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):
+                # a node that comes later has nothing to join
+                outcome, error = self._step("marking the run over", lambda: self.peers.mark_over(outcome), outcome, error)
+        finally:
+            self.evaluation.close()
+            self.sampler.stop()  # a no-op after the step above; else what it did not stop
+            self.record.close()  # the checkpoint being written, waited for (a non-daemon thread)
+            self.sampler.release_janitor()
         shown = {k: v for k, v in summary.items() if k != "param_checksums"}
         log.info("run %s: %s", outcome, json.dumps(shown))
         return summary, outcome, error
+
+    def _step(self, what: str, step, outcome: str, error: BaseException | None) -> tuple[str, BaseException | None]:
+        """One step of the end of a run: (outcome, error) after it, the first error the run's (a
+        second Ctrl-C being one); its result in self._step_result (None when it raised)."""
+        self._step_result = None
+        try:
+            self._step_result = step()
+        except (Exception, KeyboardInterrupt) as exc:
+            if error is None:
+                return ending(exc), exc
+            log.warning("%s failed too: %s", what, one_line(exc))
+        return outcome, error
 
 
 def ending(exc: BaseException) -> str:

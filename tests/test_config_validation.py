@@ -21,8 +21,13 @@ CASES = [
     (["algo.value_clip=-0.2"], "algo.value_clip must be >= 0 (0: off), got -0.2"),
     (["algo.exploration_loss=kl"], "algo.exploration_loss must be one of entropy, symmetric_kl, got 'kl'"),
     (["algo.epochs=0"], "algo.epochs must be >= 1, got 0"),
-    (["algo.minibatches=33"], "algo.minibatches must be between 1 and the trajectories in a batch "
-                              "(sampler.batch_size / sampler.rollout = 32), got 33"),
+    (["algo.minibatches=33"], "algo.minibatches must be between 1 and the trajectories a node learns on in a "
+                              "batch (sampler.batch_size / sampler.rollout = 32), got 33"),
+    # a node learns on its share of the world's batch: 16 minibatches of 8 trajectories were 8 empty ones
+    (["nodes=4", "algo.minibatches=16"], "algo.minibatches must be between 1 and the trajectories a node learns "
+     "on in a batch (a node's share of sampler.batch_size over 4 nodes / sampler.rollout = 8), got 16"),
+    (["sampler.mode=sync", "sampler.num_workers=1", "sampler.envs_per_worker=4", "algo.minibatches=8"],
+     "(sampler.num_workers x sampler.envs_per_worker: a round of every env = 4), got 8"),
     (["algo.kl_coeff=-0.1"], "algo.kl_coeff must be >= 0 (0: off), got -0.1"),
     (["nodes=0"], "nodes must be >= 1, got 0"),
     (["seed=-3"], "seed must be >= 0"),

@@ -7,7 +7,7 @@ its sections. Whether an env can be created here is checked separately (nodes.en
 by the launcher, after `validate`; whether CUDA is there, where each rank starts
 (nodes.sampling.placement).
 
-`need_envs_for` is the one check that also runs where a rank starts: with sampler.num_workers=auto
+`need_envs_for` and `need_minibatches` also run where a rank starts: with sampler.num_workers=auto
 the number of envs is known only there (nodes.node).
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from nodes.config.layout import in_rounds, node_batch_size, splits_batch
 from nodes.errors import ConfigError, need, one_line
 
 SAMPLER_MODES = ("async", "sync", "deterministic")
@@ -93,7 +94,7 @@ def _validate_algo(cfg: Any, per_batch: int) -> None:
     need(a.value_clip >= 0, f"algo.value_clip must be >= 0 (0: off), got {a.value_clip}")
     need(a.exploration_loss in EXPLORATION_LOSSES,
          f"algo.exploration_loss must be one of {', '.join(EXPLORATION_LOSSES)}, got '{a.exploration_loss}'")
-    _validate_passes(a, per_batch)
+    _validate_passes(a, *node_trajectories(cfg, per_batch))
 
 
 def _validate_train(cfg: Any) -> None:
@@ -175,13 +176,33 @@ def _validate_eval(cfg: Any) -> None:
     need(cfg.eval.episodes >= 1, f"eval.episodes must be >= 1, got {cfg.eval.episodes}")
 
 
-def _validate_passes(a: Any, trajectories: int) -> None:
-    """algo.epochs and algo.minibatches: every minibatch holds at least one trajectory."""
+def node_trajectories(cfg: Any, per_batch: int) -> tuple[int | None, str]:
+    """(the trajectories a node learns on in an iteration, how they are counted): its share of the
+    world's batch (sync.global_batch), or one round of every env (sync, deterministic); None while
+    sampler.num_workers=auto is unresolved (the node checks again once it is: need_minibatches)."""
+    s = cfg.sampler
+    if in_rounds(s):
+        return ((None if s.num_workers == "auto" else s.num_workers * s.envs_per_worker),
+                "sampler.num_workers x sampler.envs_per_worker: a round of every env")
+    mine = node_batch_size(s, cfg.nodes, splits_batch(cfg.sync.global_batch, cfg.train.device)) // s.rollout
+    if mine == per_batch:
+        return mine, "sampler.batch_size / sampler.rollout"
+    return mine, f"a node's share of sampler.batch_size over {cfg.nodes} nodes / sampler.rollout"
+
+
+def need_minibatches(a: Any, trajectories: int | None, counted: str) -> None:
+    """Every minibatch holds at least one of the node's trajectories: an empty one would still be an
+    optimizer step and, with several nodes, an all-reduce."""
+    need(trajectories is None or 1 <= a.minibatches <= trajectories,
+         f"algo.minibatches must be between 1 and the trajectories a node learns on in a batch ({counted} = "
+         f"{trajectories}), got {a.minibatches}")
+
+
+def _validate_passes(a: Any, trajectories: int | None, counted: str) -> None:
+    """algo.epochs and algo.minibatches."""
     need(a.epochs >= 1, f"algo.epochs must be >= 1, got {a.epochs}")
     need(a.kl_coeff >= 0, f"algo.kl_coeff must be >= 0 (0: off), got {a.kl_coeff}")
-    need(1 <= a.minibatches <= trajectories,
-         f"algo.minibatches must be between 1 and the trajectories in a batch (sampler.batch_size / "
-         f"sampler.rollout = {trajectories}), got {a.minibatches}")
+    need_minibatches(a, trajectories, counted)
 
 
 def _validate_population(cfg: Any) -> None:

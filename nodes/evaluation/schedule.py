@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import logging
 import queue
+import time
 
-from nodes.errors import WorkerFailed
+from nodes.errors import WorkerFailed, one_line
 from nodes.evaluation.evaluator import member_models, run_evaluator
 from nodes.evaluation.journal import Journal
 
 log = logging.getLogger("nodes")
+
+POLL_S = 0.5  # the last round's wait looks at the evaluator's liveness this often
 
 
 class Evaluation:
@@ -99,23 +102,35 @@ class Evaluation:
                  f" (member {best_member})" if len(members) > 1 else "", best["score"],
                  f"{best['env_frames']:,}")
 
-    def finish(self, record, timeout_s: float) -> None:
-        """The round in flight, waited for (logged), then the evaluator stopped."""
+    def finish(self, record, timeout_s: float, give_up=lambda: False) -> None:
+        """The round in flight at the end of a finished run, waited for (logged), then the evaluator
+        stopped. The run has finished whatever becomes of it: a round that does not finish within
+        timeout_s, an evaluator that dies, a failed write of best.pt, a stop signal (give_up() true:
+        a Ctrl-C during the wait; a second one raises KeyboardInterrupt here) each drop it, with a
+        warning saying why."""
+        deadline = time.monotonic() + timeout_s
         try:
-            if not self._collect(record, timeout=timeout_s):
-                log.warning("the last evaluation round did not finish within %.0f s; not logged", timeout_s)
+            while not self._collect(record, timeout=POLL_S):  # a dead evaluator is seen within POLL_S
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"it did not finish within {timeout_s:.0f} s")
+                if give_up():
+                    raise InterruptedError("a stop signal came during the wait")
+        except (Exception, KeyboardInterrupt) as exc:
+            log.warning("the last evaluation round (at %s frames) was dropped: %s", f"{self.pending['env_frames']:,}"
+                        if self.pending else "?", one_line(exc))
         finally:
             self.close()
 
     def close(self) -> None:
-        """Stop the evaluator (a round in flight is dropped). A rank made writer again later reads
-        eval.jsonl afresh: another writer may have added rounds meanwhile."""
+        """Stop the evaluator (a round in flight is dropped: it is killed at once). A rank made
+        writer again later reads eval.jsonl afresh: another writer may have added rounds meanwhile."""
         self.journal.loaded = False
         if self.proc is None:
             return
         try:
-            self.requests.put(None)
-            self.proc.join(10)
+            if self.pending is None and self.proc.exitcode is None:
+                self.requests.put(None)
+                self.proc.join(10)
         finally:
             if self.proc.is_alive():
                 self.proc.kill()

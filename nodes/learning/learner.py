@@ -48,8 +48,10 @@ class Learner:
         self.peers = peers or Solo()
         self.optimizer = make_optimizer(model, algo_cfg)
         # the lr (algo.lr, or PBT's), and the factor on it: algo.lr_schedule's decay times
-        # algo.lr_scaling's factor for the nodes in the world (schedule_lr)
-        self.base_lr, self.lr_factor = algo_cfg.lr, 1.0
+        # algo.lr_scaling's factor for the nodes in the world (schedule_lr; None: not set yet, the
+        # optimizer's lr is rewritten at the next schedule_lr)
+        self.base_lr = algo_cfg.lr
+        self.lr_factor: float | None = 1.0
         self.version = 0  # number of optimizer steps taken
         self.device = next(model.parameters()).device
         self.clock = Clock()  # the node hands it its row of the phase table (nodes.record.profile)
@@ -98,8 +100,11 @@ class Learner:
         value_loss = losses.value_loss(values[:, :-1], targets, batch.values, c.value_clip, mask)
         entropy = losses.mean(entropy, mask)
         exploration = self._exploration(logits[:, :-1], entropy, mask)
-        kl = losses.mean(losses.kl_to_behaviour(log_ratio), mask)
-        total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration + c.kl_coeff * kl
+        # off (0): logged, out of the graph (an overflowing expm1 there would make 0 x inf = NaN gradients)
+        kl = losses.mean(losses.kl_to_behaviour(log_ratio if c.kl_coeff else log_ratio.detach()), mask)
+        total = policy_loss + c.value_loss_coeff * value_loss + c.entropy_coeff * exploration
+        if c.kl_coeff:
+            total = total + c.kl_coeff * kl
         return dict(loss=total, policy_loss=policy_loss, value_loss=value_loss, entropy=entropy,
                     ratio_dev=losses.mean((ratio - 1).abs(), mask), kl=kl)
 
@@ -218,14 +223,16 @@ class Learner:
         """A population member's hyper-parameters (PBT): the optimizer's learning rate (times the
         schedule's factor) and the exploration loss's coefficient (self.cfg is this learner's own copy)."""
         self.base_lr = lr
-        self._set_lr(lr * self.lr_factor)
+        if self.lr_factor is not None:
+            self._set_lr(lr * self.lr_factor)
         self.cfg.entropy_coeff = entropy_coeff
 
     def schedule_lr(self, progress: float, nodes: int = 1) -> None:
         """algo.lr_schedule at `progress` (the run's env frames / train.max_env_frames, equal on every
         rank) times algo.lr_scaling's factor for `nodes` in the world: linear decay scales the lr
-        by 1 - progress, lr_scaling by nodes ** (0, 1/2, 1); a factor of 1 that was 1 before leaves
-        the lr alone (a resumed run's saved lr too)."""
+        by 1 - progress, lr_scaling by nodes ** (0, 1/2, 1). The optimizer's lr is base_lr x factor
+        whatever it held before: a resumed run's saved lr was scaled for the nodes and the progress
+        of another launch (load_state_dict), and its algo.lr may have been changed since."""
         c = self.cfg
         decay = max(0.0, 1.0 - progress) if c.lr_schedule == "linear" else 1.0
         factor = decay * nodes ** LR_SCALING[c.lr_scaling]
@@ -247,6 +254,7 @@ class Learner:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
+        self.lr_factor = None  # the saved lr holds the saved run's factor: schedule_lr sets this run's
         self.version = int(state["policy_version"])
         if self.returns is not None and "returns" in state:  # a run that had them off starts them afresh
             self.returns.load_state_dict(state["returns"])

@@ -1,20 +1,23 @@
 """Checkpoints: plain torch.save dicts, written atomically, loaded with weights_only=True.
 
 Atomic: write to a temp file in the same directory, fsync it, rename over the final name, fsync
-the directory. A crash mid-write leaves the previous checkpoint intact. Files are named by
+the directory. A crash mid-write leaves the previous checkpoint intact (and the temp file, for the
+node's janitor to remove; a failed write removes its own). Files are named by
 policy version so the newest is found by name; the oldest beyond `keep` are removed.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import re
+import socket
 
 import torch
 
 from nodes.errors import CheckpointError, one_line
 
-__all__ = ["CheckpointError", "checkpoint_dir", "latest", "list_checkpoints", "load", "save", "save_as"]
+__all__ = ["CheckpointError", "checkpoint_dir", "latest", "list_checkpoints", "load", "save", "save_as", "temp_path"]
 
 FORMAT = "distrl-checkpoint-v1"
 _NAME = re.compile(r"checkpoint_(\d{9})\.pt$")
@@ -29,8 +32,16 @@ def save(run_dir: str, state: dict, keep: int) -> str:
     os.makedirs(d, exist_ok=True)
     final = save_as(os.path.join(d, f"checkpoint_{int(state['policy_version']):09d}.pt"), state)
     for old in list_checkpoints(run_dir)[:-keep]:
-        os.remove(old)
+        with contextlib.suppress(FileNotFoundError):  # another writer (an elastic handover) pruned it first
+            os.remove(old)
     return final
+
+
+def temp_path(final: str) -> str:
+    """Where `final` is written before its rename: named by host and pid, so that a writer killed
+    mid-write is known by its file (the node's janitor removes it: nodes/janitor.py), and two
+    writers of one run (an elastic handover) never share one."""
+    return f"{final}.tmp.{socket.gethostname()}.{os.getpid()}"
 
 
 def save_as(final: str, state: dict) -> str:
@@ -39,12 +50,17 @@ def save_as(final: str, state: dict) -> str:
     d = os.path.dirname(final)
     os.makedirs(d, exist_ok=True)
     state = dict(state, format=FORMAT)
-    tmp = final + f".tmp{os.getpid()}"
-    with open(tmp, "wb") as f:
-        torch.save(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
+    tmp = temp_path(final)
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
+    except BaseException:  # a full filesystem, a Ctrl-C: no partial file left (and its space freed)
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
     dir_fd = os.open(d, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

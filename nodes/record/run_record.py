@@ -9,6 +9,7 @@ before.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -74,7 +75,8 @@ class RunRecord:
             self._write(snapshot)
             self._raise_write_error()
             return
-        self._writing = threading.Thread(target=self._write, args=(snapshot,), name="checkpoint", daemon=True)
+        # not a daemon: the interpreter's exit (launch.process.exits.exit_now too) waits for the write
+        self._writing = threading.Thread(target=self._write, args=(snapshot,), name="checkpoint")
         self._writing.start()
 
     def _write(self, snapshot: dict) -> None:
@@ -133,16 +135,29 @@ class RunRecord:
         if not self.is_writer:
             return
         path = os.path.join(self.run_dir, "summary.json")
-        with open(path + ".tmp", "w") as f:
-            json.dump(summary, f, indent=2)
-        os.replace(path + ".tmp", path)
+        tmp = ckpt.temp_path(path)
+        try:
+            with open(tmp, "w") as f:
+                json.dump(summary, f, indent=2)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(tmp)
+            raise
         if self.scalars:
             self.scalars.summary(summary)
 
     def close(self) -> None:
-        if self.scalars:
-            self.scalars.close()
-            self.scalars = None
+        """The loggers closed, and the checkpoint being written waited for (its error logged: the
+        run's outcome is decided; the file it was to be is absent, the one before it intact)."""
+        try:
+            self.wait_written()
+        except Exception as exc:  # noqa: BLE001 - any write error, reported and not raised
+            log.warning("the last checkpoint written off the loop failed: %s", exc)
+        finally:
+            if self.scalars:
+                self.scalars.close()
+                self.scalars = None
 
 
 def members_line(members, objective: str) -> str:

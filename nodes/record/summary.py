@@ -40,12 +40,12 @@ def checksums(node, collective: bool) -> list[list[str]]:
     return out
 
 
-def run_summary(node, outcome: str, collective: bool = True) -> dict:
-    """summary.json. `seconds` and `fps` run from launch to exit (start-up and shutdown included, as a
-    user's wall clock sees them); `train_seconds` and `train_fps` from the first iteration to the last."""
+def run_summary(node, outcome: str, member_sums: list[list[str]]) -> dict:
+    """summary.json, with each member's checksums (`checksums`). `seconds` and `fps` run from launch
+    to exit (start-up and shutdown included, as a user's wall clock sees them); `train_seconds` and
+    `train_fps` from the first iteration to the last."""
     st, totals = node.stats, node.totals
     seconds = time.time() - node.launched
-    member_sums = checksums(node, collective)
     restarts = float(node.sampler.pool.restarts) if node.sampler.pool is not None else 0.0
     rows = node.ranks.rows or [st.row(partial=float(totals.partial), engine_restarts=restarts)]
     frames = st.env_frames - st.start_frames

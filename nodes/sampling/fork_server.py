@@ -30,9 +30,18 @@ def start_context():
     (see nodes.sampling.processes' docstring; ensure_fork_server starts it with the signals blocked).
     torch.multiprocessing's contexts are these same objects."""
     ctx = multiprocessing.get_context("forkserver")
-    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
-    ctx.set_forkserver_preload(PRELOAD + ([main] if main and main != "__main__" else []))
+    ctx.set_forkserver_preload(PRELOAD + preloadable_main())
     return ctx
+
+
+def preloadable_main() -> list[str]:
+    """The main module's name, for the server to import once for every worker, when multiprocessing
+    itself would re-import it in a worker: not a script (`__main__`) nor a package's `__main__`
+    (`python -m pkg`), whose code runs unguarded on import (multiprocessing skips both, for that
+    reason): preloaded, an error there would end the server, and every later worker start would
+    fail with an unrelated message."""
+    main = getattr(getattr(sys.modules.get("__main__"), "__spec__", None), "name", None)
+    return [main] if main and main != "__main__" and not main.endswith(".__main__") else []
 
 
 def ensure_fork_server(signals: StopSignals) -> None:

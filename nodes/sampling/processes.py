@@ -57,12 +57,14 @@ PR_SET_PDEATHSIG = 1
 JANITOR = janitor_script.__file__  # run by path: it imports nothing of ours
 
 
-def start_janitor() -> subprocess.Popen:
+def start_janitor(run_dir: str | None = None) -> subprocess.Popen:
+    """The janitor of this process's workers (nodes/janitor.py); run_dir: where they and this
+    process write (their working directories, this process's temp files), for it to clean."""
     # multiprocessing's temp dir of this process (made here if the fork server has not made it yet; it
     # is removed at our normal exit), for the janitor to remove if we are killed
     temp_dir = mp_util.get_temp_dir()
-    return subprocess.Popen([sys.executable, JANITOR, str(os.getpid()), temp_dir], stdin=subprocess.PIPE,
-                            process_group=0, close_fds=True)
+    return subprocess.Popen([sys.executable, JANITOR, str(os.getpid()), temp_dir, *([run_dir] if run_dir else [])],
+                            stdin=subprocess.PIPE, process_group=0, close_fds=True)
 
 
 def stop_janitor(janitor: subprocess.Popen, timeout: float = 20.0) -> None:
@@ -179,7 +181,7 @@ class WorkerPool:
         with self.signals.blocked():  # the janitor inherits the mask
             resource_tracker.ensure_running()
             with self.signals.blocked():  # starting the tracker unblocked them in this thread
-                self.janitor = start_janitor()
+                self.janitor = start_janitor(cfg.run_dir)
                 pgid = self.janitor.pid
                 if phase != "simulate":
                     for i in range(s.num_policy_workers):
@@ -243,7 +245,10 @@ class WorkerPool:
         """Agent steps taken by all rollout workers so far."""
         return int(self.control.worker_steps.sum())
 
-    def stop(self, timeout_s: float = 15.0) -> None:
+    def stop(self, timeout_s: float = 15.0, keep_janitor: bool = False) -> None:
+        """Every worker stopped (killed after timeout_s); the janitor too unless `keep_janitor`: a
+        node keeps it until its final checkpoint and summary are written (release_janitor), to
+        remove what they leave if the node is killed meanwhile."""
         self.control.stop[0] = 1
         deadline = time.time() + timeout_s
         for p in self.procs:
@@ -253,5 +258,10 @@ class WorkerPool:
                 log.warning("%s did not stop in time; killing it", p.name)
                 p.kill()
                 p.join(5)
+        if not keep_janitor:
+            self.release_janitor()
+
+    def release_janitor(self) -> None:
         if self.janitor is not None:
             stop_janitor(self.janitor)
+            self.janitor = None

@@ -136,9 +136,14 @@ class Sampler:
         self.pool.poll(timeout=0.0)
         self.pool.check_alive()
 
-    def stop(self) -> None:
+    def stop(self, keep_janitor: bool = False) -> None:
+        """The workers and batchers stopped (the janitor kept for release_janitor: WorkerPool.stop)."""
         self.batch_stop.set()
         if self.pool is not None:
-            self.pool.stop()
+            self.pool.stop(keep_janitor=keep_janitor)
         for batcher in self.batchers:
             batcher.join(5)
+
+    def release_janitor(self) -> None:
+        if self.pool is not None:
+            self.pool.release_janitor()
