@@ -8,14 +8,16 @@ summary). Then it SIGKILLs every other member of the group (VizDoom engines igno
 removes the /dev/shm segments of the VizDoom instances it saw (`+viz_instance_id` on the engine
 command line) and the working directories under RUN_DIR/.workers/ of every member it saw (a
 killed evaluator or worker never removes its own). If the pipe closed without STOP written first,
-the main process died mid-write perhaps: the janitor removes its temp files in RUN_DIR
-(nodes.record.checkpoint.temp_path: checkpoints, best.pt, summary.json). If it died (SIGKILL, or
-`os._exit`, which runs no atexit): the janitor then also removes the files of it that the CUDA
-driver and torch keep for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a normal exit the main
-process removes both: the driver's in nodes/sampling/weights.py's atexit, torch's in
-launch.process.exits.exit_now), and multiprocessing's /tmp/pymp-* directory of it (the fork server's
-listener socket; multiprocessing removes it at a normal exit only: a test suite that kills nodes
-left a dozen of them in /tmp per run).
+the main process died (SIGKILL, or `os._exit`, which runs no atexit), perhaps mid-write; the
+janitor then also removes what it leaves:
+- its temp files in RUN_DIR (nodes.record.checkpoint.temp_path: checkpoints, best.pt, summary.json);
+- the files the CUDA driver and torch keep for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a
+  normal exit the main process removes both: the driver's in nodes/sampling/weights.py's atexit,
+  torch's in launch.process.exits.exit_now);
+- multiprocessing's /tmp/pymp-* directory of it (the fork server's listener socket; multiprocessing
+  removes it at a normal exit only: a test suite that kills nodes left a dozen of them in /tmp per run);
+- the named semaphores it and its workers had mapped (`mapped_semaphores`: their resource tracker
+  may have died with them).
 Standalone on purpose (stdlib only, run by path) so it starts fast and imports nothing of ours.
 Its /proc readers serve the node too: `descendants` (a process tree: the node's memory and CPU
 accounting, a match's engines), `INSTANCE_ARG` (a VizDoom engine's shared-memory name).
@@ -143,6 +145,18 @@ def remove_temp_files(run_dir: str, pid: int) -> None:
         remove(glob.glob(os.path.join(glob.escape(d), "*" + suffix)))
 
 
+def mapped_semaphores(pid: int) -> set:
+    """The named semaphores (multiprocessing's /dev/shm/sem.mp-*: its queues' and locks') that
+    process `pid` has mapped. Its resource tracker unlinks them when it dies, unless the tracker
+    dies with it: a SIGKILL to the node's whole process group (Slurm's at the end of a step's
+    KillWait, a container's stop) leaves one 32-byte file per semaphore."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return {line.split()[-1] for line in f if "/dev/shm/sem.mp-" in line}
+    except OSError:
+        return set()
+
+
 def main() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when to stop
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -153,6 +167,7 @@ def main() -> None:
     run_dir = sys.argv[3] if len(sys.argv) > 3 else ""
     instances: set = set()
     seen: set = set()  # every member of the group so far
+    semaphores: set = set()  # the main process's and its workers', so far
     orderly = False  # the main process said STOP before closing the pipe: it lives on
     fd = sys.stdin.fileno()
     while True:
@@ -162,7 +177,8 @@ def main() -> None:
             if not data:
                 break  # EOF: the main process is done or dead
             orderly = orderly or STOP in data
-        scan(pgid, instances, seen)
+        for pid in [parent, *scan(pgid, instances, seen)]:
+            semaphores |= mapped_semaphores(pid)
     sweep(pgid, instances, seen)
     if run_dir:
         remove_workdirs(run_dir, seen)
@@ -175,6 +191,8 @@ def main() -> None:
             remove_mp_temp_dir(temp_dir)
         if run_dir:
             remove_temp_files(run_dir, parent)
+        time.sleep(1.0)  # a resource tracker that lives on unlinks them itself (and warns if it finds one gone)
+        remove(semaphores)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nodes import faults
 from nodes.config.layout import node_batch_size, slots_per_batch, splits_batch
 from nodes.config.validate import need_envs_for, need_minibatches, node_trajectories
 from nodes.envs import env_spec
@@ -275,8 +276,8 @@ class Node:
         return summary
 
     def _finish(self, outcome: str, error: BaseException | None) -> tuple[dict, str, BaseException | None]:
-        """The end of a run, whatever ended it: stop the workers, write the final checkpoint (not
-        after a failure: no final collective), agree on the parameters, wait for the writer's last
+        """The end of a run, whatever ended it: stop the workers, agree on the parameters, write the
+        final checkpoint (not after a failure: no final collective), wait for the writer's last
         evaluation round (after the collective: the other ranks need not wait for it) and write the
         summary; returns (summary, outcome, error), the first error being the run's. Each step
         runs whatever became of the one before (a failed checkpoint, a second Ctrl-C), and the
@@ -288,16 +289,19 @@ class Node:
                 outcome, error = self._step("stopping the evaluator", self.evaluation.close, outcome, error)
             outcome, error = self._step("stopping the workers", lambda: self.sampler.stop(keep_janitor=True),
                                         outcome, error)
+            # a final collective only where every rank left the loop after the same iteration: not
+            # after a failure (a peer may be gone) nor a second Ctrl-C (this rank left mid-iteration);
+            # before the checkpoint, so that a failed write fails the writer alone
+            sums = None
+            if outcome not in ("failed", "interrupted"):
+                faults.at("final_collective")
+                outcome, error = self._step("the final parameter check", lambda: checksums(self, True), outcome, error)
+                sums = self._step_result
             if outcome != "failed" or (self.members.learners[0].version > 0 and self.world == 1):
+                faults.at("final_checkpoint")
                 outcome, error = self._step("the final checkpoint",
                                             lambda: self.record.checkpoint(self._checkpoint_state(), wait=True),
                                             outcome, error)
-            # a final collective only where every rank left the loop after the same iteration: not
-            # after a failure (a peer may be gone) nor a second Ctrl-C (this rank left mid-iteration)
-            sums = None
-            if outcome not in ("failed", "interrupted"):
-                outcome, error = self._step("the final parameter check", lambda: checksums(self, True), outcome, error)
-                sums = self._step_result
             if sums is None:
                 sums = checksums(self, collective=False)
             if finished and self.record.is_writer:  # a round dropped is a warning, not the run's end

@@ -40,18 +40,20 @@ def grace_s(cfg: Config) -> float:
 def spawn_nodes(cfg: Config) -> int:
     """Run cfg.nodes ranks of the run in cfg.run_dir (its config.yaml already written) to the end.
     Once one fails, the others get grace_s(cfg) to notice and stop on their own; a rank still
-    running then (e.g. frozen) is terminated, then killed. Elastic: a failed rank leaves the others
-    running (they re-form the world without it), and the grace starts when one finishes; the exit
+    running then (e.g. frozen) is terminated, then killed; so are ranks that all stayed stopped
+    (SIGSTOP) for as long. Elastic: a failed rank leaves the others running (they re-form the world
+    without it), and the grace starts when one finishes or the run's summary is written; the exit
     code is 0 when any rank finished, else the first a rank returned by itself (75: below
     sync.min_nodes)."""
     elastic, grace = cfg.sync.elastic, grace_s(cfg)
     if elastic:
         from sync.rendezvous import reset
         reset(cfg.run_dir)  # a new launch of the run: the last launch's generations are forgotten
+    launched = time.time()
     with _network(cfg) as net:
         procs = _start(cfg.run_dir, cfg.nodes, cfg.sync.master_port or free_port(), net)
         with _forwarding_signals(procs):
-            codes = _wait(procs, grace, elastic)
+            codes = _wait(procs, grace, elastic, lambda: elastic and run_over(cfg.run_dir, launched))
         if net is not None:
             sent = net.sent_bytes()
             log.info("bytes each host sent over its link: %s", " ".join(f"{b:,}" for b in sent))
@@ -112,14 +114,38 @@ def _forwarding_signals(procs: list[subprocess.Popen]):
             signal.signal(s, h)
 
 
-def _wait(procs: list[subprocess.Popen], grace: float, elastic: bool) -> dict[int, int]:
-    """{rank: exit code} once every rank ended, by itself or terminated `grace` s after the grace started."""
+def run_over(run_dir: str, since: float) -> bool:
+    """The run's writer wrote its summary.json after `since`: the run is over, whoever wrote it (an
+    elastic run may end on a node this launcher did not start: one that joined by launch.node)."""
+    try:
+        return os.path.getmtime(os.path.join(run_dir, "summary.json")) >= since
+    except OSError:
+        return False
+
+
+def stopped(p: subprocess.Popen) -> bool:
+    """The process is stopped (SIGSTOP, a debugger): it acts on no signal but SIGKILL and SIGCONT."""
+    try:
+        with open(f"/proc/{p.pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] in "Tt"
+
+
+def _wait(procs: list[subprocess.Popen], grace: float, elastic: bool, over=lambda: False) -> dict[int, int]:
+    """{rank: exit code} once every rank ended, by itself or terminated `grace` s after the grace
+    started: a rank ended (_collect says which end starts it), `over()` (the run is over: its
+    summary is written), or every rank still running is stopped and stays so (it cannot make
+    progress; a rank that goes on meanwhile restarts that count)."""
     codes: dict[int, int] = {}
-    deadline = None
+    deadline = frozen_since = None
     while len(codes) < len(procs):
-        if _collect(procs, codes, elastic):
+        if _collect(procs, codes, elastic) or over():
             deadline = deadline or time.time() + grace
-        if deadline and time.time() > deadline:
+        running = [p for r, p in enumerate(procs) if r not in codes]
+        frozen_since = (frozen_since or time.time()) if running and all(map(stopped, running)) else None
+        if (deadline and time.time() > deadline) or (frozen_since and time.time() > frozen_since + grace):
             _end_the_rest(procs, codes, grace)
         time.sleep(0.2)
     return codes
@@ -147,8 +173,11 @@ def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: f
     for rank, p in enumerate(procs):
         if rank in codes:
             continue
-        log.error("node rank %d still running %.0f s after a peer ended: terminating it", rank, grace)
+        log.error("node rank %d still running %.0f s after a peer ended, the run was over or every rank left "
+                  "was stopped: terminating it", rank, grace)
         p.terminate()
+        with contextlib.suppress(OSError):
+            p.send_signal(signal.SIGCONT)  # a stopped process acts on SIGTERM only once continued
         try:
             p.wait(10)
         except subprocess.TimeoutExpired:
@@ -158,7 +187,9 @@ def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: f
 
 
 def _exit_code(codes: list[int], elastic: bool) -> int:
-    bad = [c for c in codes if c != 0]
+    """The launch's exit code from its ranks' (a rank killed by a signal, -N, counts as a shell
+    shows it: 128 + N)."""
+    bad = [c if c >= 0 else 128 - c for c in codes if c != 0]
     if elastic and len(bad) < len(codes):
         return 0
     if elastic and bad:  # the code of a rank that ended on its own (not killed) tells how the run ended

@@ -15,6 +15,7 @@ import socket
 
 import torch
 
+from nodes import faults
 from nodes.errors import CheckpointError, one_line
 
 __all__ = ["CheckpointError", "checkpoint_dir", "latest", "list_checkpoints", "load", "save", "save_as", "temp_path"]
@@ -56,6 +57,7 @@ def save_as(final: str, state: dict) -> str:
             torch.save(state, f)
             f.flush()
             os.fsync(f.fileno())
+        faults.at("checkpoint_written")
         os.replace(tmp, final)
     except BaseException:  # a full filesystem, a Ctrl-C: no partial file left (and its space freed)
         with contextlib.suppress(OSError):
