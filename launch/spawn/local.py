@@ -8,6 +8,7 @@ rank (they stop together at the end of an iteration). The exit code is the first
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -43,8 +44,8 @@ def spawn_nodes(cfg: Config) -> int:
     running then (e.g. frozen) is terminated, then killed; so are ranks that all stayed stopped
     (SIGSTOP) for as long. Elastic: a failed rank leaves the others running (they re-form the world
     without it), and the grace starts when one finishes or the run's summary is written; the exit
-    code is 0 when any rank finished, else the first a rank returned by itself (75: below
-    sync.min_nodes)."""
+    code is 0 when any rank finished and the summary says the run did, else the first a rank
+    returned by itself (75: below sync.min_nodes)."""
     elastic, grace = cfg.sync.elastic, grace_s(cfg)
     if elastic:
         from sync.rendezvous import reset
@@ -53,11 +54,11 @@ def spawn_nodes(cfg: Config) -> int:
     with _network(cfg) as net:
         procs = _start(cfg.run_dir, cfg.nodes, cfg.sync.master_port or free_port(), net)
         with _forwarding_signals(procs):
-            codes = _wait(procs, grace, elastic, lambda: elastic and run_over(cfg.run_dir, launched))
+            codes = _wait(procs, grace, elastic, lambda: elastic and run_outcome(cfg.run_dir, launched) is not None)
         if net is not None:
             sent = net.sent_bytes()
             log.info("bytes each host sent over its link: %s", " ".join(f"{b:,}" for b in sent))
-    return _exit_code([codes[r] for r in range(len(procs))], elastic)
+    return _exit_code([codes[r] for r in range(len(procs))], elastic, run_outcome(cfg.run_dir, launched))
 
 
 def _network(cfg: Config):
@@ -114,13 +115,18 @@ def _forwarding_signals(procs: list[subprocess.Popen]):
             signal.signal(s, h)
 
 
-def run_over(run_dir: str, since: float) -> bool:
-    """The run's writer wrote its summary.json after `since`: the run is over, whoever wrote it (an
-    elastic run may end on a node this launcher did not start: one that joined by launch.node)."""
+def run_outcome(run_dir: str, since: float) -> str | None:
+    """The outcome in the summary.json the run's writer wrote after `since` (None before): the run
+    is over, whoever wrote it (an elastic run may end on a node this launcher did not start: one
+    that joined by launch.node)."""
+    path = os.path.join(run_dir, "summary.json")
     try:
-        return os.path.getmtime(os.path.join(run_dir, "summary.json")) >= since
-    except OSError:
-        return False
+        if os.path.getmtime(path) < since:
+            return None
+        with open(path) as f:
+            return json.load(f)["outcome"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def stopped(p: subprocess.Popen) -> bool:
@@ -186,12 +192,15 @@ def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: f
         codes[rank] = p.returncode
 
 
-def _exit_code(codes: list[int], elastic: bool) -> int:
+def _exit_code(codes: list[int], elastic: bool, outcome: str | None = "finished") -> int:
     """The launch's exit code from its ranks' (a rank killed by a signal, -N, counts as a shell
-    shows it: 128 + N)."""
-    bad = [c if c >= 0 else 128 - c for c in codes if c != 0]
-    if elastic and len(bad) < len(codes):
+    shows it: 128 + N). Elastic: 0 when a rank finished and the run's summary says it finished
+    (`outcome`: a writer that failed its final checkpoint after the others finished, or was killed
+    then, ended the run otherwise)."""
+    bad = [c for c in codes if c != 0]
+    if not bad or (elastic and len(bad) < len(codes) and outcome == "finished"):
         return 0
-    if elastic and bad:  # the code of a rank that ended on its own (not killed) tells how the run ended
-        return next((c for c in bad if c > 0), bad[0])
-    return bad[0] if bad else 0
+    code = bad[0]
+    if elastic:  # the code of a rank that ended on its own (not killed) tells how the run ended
+        code = next((c for c in bad if c > 0), code)
+    return code if code > 0 else 128 - code

@@ -159,13 +159,19 @@ def make_envs(env_cfg, count: int, seed_of, groups: list[list[int]] | None = Non
     return envs
 
 
+def workdir_path(run_dir: str, name: str, pid: int) -> str:
+    """Process `pid`'s working directory (private_workdir): a process killed in it never removes it,
+    its parent (or the node's janitor: nodes/janitor.py, by this pattern) does."""
+    return os.path.join(run_dir, ".workers", f"{name}_pid{pid}")
+
+
 @contextlib.contextmanager
 def private_workdir(run_dir: str, name: str) -> Iterator[str]:
     """Run the block in a working directory of its own under run_dir/.workers/, removed after.
 
     VizDoom writes _vizdoom/ and _vizdoom.ini into the working directory, and instances starting
     at once in one directory race; the pid keeps the directories of several ranks apart."""
-    path = os.path.join(run_dir, ".workers", f"{name}_pid{os.getpid()}")
+    path = workdir_path(run_dir, name, os.getpid())
     os.makedirs(path, exist_ok=True)
     previous = os.getcwd()
     os.chdir(path)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import logging
 import queue
+import shutil
 import time
 
+from nodes.envs import workdir_path
 from nodes.errors import WorkerFailed, one_line
 from nodes.evaluation.evaluator import member_models, run_evaluator
 from nodes.evaluation.journal import Journal
@@ -135,6 +137,8 @@ class Evaluation:
             if self.proc.is_alive():
                 self.proc.kill()
                 self.proc.join(5)
+            if not self.proc.is_alive():  # killed, it left its working directory
+                shutil.rmtree(workdir_path(self.cfg.run_dir, "evaluator", self.proc.pid), ignore_errors=True)
             self.proc, self.pending = None, None
 
     def summary(self) -> dict | None:
