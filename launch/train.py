@@ -19,7 +19,7 @@ import sys
 
 import hydra
 
-from launch.cli.app import check, hydra_run_dir, resolve
+from launch.cli.app import check, hydra_run_dir, resolve, sweep_name
 from launch.cli.overrides import check_command
 from launch.process.exits import exit_now, refuse
 from launch.process.logs import rank_logging
@@ -82,7 +82,7 @@ def main(cfg, submitted: list) -> float | None:
         from launch.spawn.local import spawn_nodes
         return finish(spawn_nodes(obj), obj.run_dir)
     rank_logging(obj.run_dir, 0, under_hydra=True)
-    return finish(run_node(obj), obj.run_dir)
+    return finish(run_node(obj, last=not sweep_name()), obj.run_dir)
 
 
 def app(submitted: list):

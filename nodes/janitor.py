@@ -146,15 +146,23 @@ def remove_temp_files(run_dir: str, pid: int) -> None:
 
 
 def mapped_semaphores(pid: int) -> set:
-    """The named semaphores (multiprocessing's /dev/shm/sem.mp-*: its queues' and locks') that
-    process `pid` has mapped. Its resource tracker unlinks them when it dies, unless the tracker
-    dies with it: a SIGKILL to the node's whole process group (Slurm's at the end of a step's
-    KillWait, a container's stop) leaves one 32-byte file per semaphore."""
+    """The inodes of the named semaphores (multiprocessing's /dev/shm/sem.mp-*: its queues' and
+    locks') that process `pid` has mapped. Its resource tracker unlinks them when it dies, unless
+    the tracker dies with it: a SIGKILL to the node's whole process group (Slurm's at the end of a
+    step's KillWait, a container's stop) left one 32-byte file per semaphore. By inode: glibc maps a
+    new semaphore under a temp name it then renames (the maps show `/dev/shm/sem.XXXXXX (deleted)`)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
-            return {line.split()[-1] for line in f if "/dev/shm/sem.mp-" in line}
-    except OSError:
+            return {int(line.split()[4]) for line in f if "/dev/shm/sem." in line}
+    except (OSError, ValueError, IndexError):
         return set()
+
+
+def remove_semaphores(inodes: set) -> None:
+    for path in glob.glob("/dev/shm/sem.mp-*"):
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino in inodes:
+                os.unlink(path)
 
 
 def main() -> None:
@@ -192,7 +200,7 @@ def main() -> None:
         if run_dir:
             remove_temp_files(run_dir, parent)
         time.sleep(1.0)  # a resource tracker that lives on unlinks them itself (and warns if it finds one gone)
-        remove(semaphores)
+        remove_semaphores(semaphores)
 
 
 if __name__ == "__main__":

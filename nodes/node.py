@@ -305,7 +305,8 @@ class Node:
             if sums is None:
                 sums = checksums(self, collective=False)
             if finished and self.record.is_writer:  # a round dropped is a warning, not the run's end
-                self.evaluation.finish(self.record, self.cfg.sync.timeout_s, lambda: self.signals.received is not None)
+                outcome, error = self._step("the last evaluation round", lambda: self.evaluation.finish(
+                    self.record, self.cfg.sync.timeout_s, lambda: self.signals.received is not None), outcome, error)
             summary = run_summary(self, outcome, sums)
             outcome, error = self._step("the summary", lambda: self.record.summary(summary), outcome, error)
             if self.peers.elastic and self.record.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):

@@ -114,3 +114,38 @@ def test_exit_now_removes_the_torch_ipc_files_of_its_process_only():
         for path in (mine, other):
             if os.path.exists(path):
                 os.unlink(path)
+
+
+KILLED_WHOLE = textwrap.dedent("""
+    import multiprocessing, os, sys, time
+    from nodes.record.checkpoint import temp_path
+    from nodes.sampling.processes import start_janitor
+    run_dir = sys.argv[1]
+    lock = multiprocessing.get_context("forkserver").Lock()  # a named semaphore its resource tracker knows
+    janitor = start_janitor(run_dir)
+    tmp = temp_path(os.path.join(run_dir, "checkpoints", "checkpoint_000000001.pt"))  # a write under way
+    os.makedirs(os.path.dirname(tmp))
+    open(tmp, "w").close()
+    print("/dev/shm/sem." + lock._semlock.name.lstrip("/"), tmp, flush=True)
+    time.sleep(60)
+""")
+
+
+def test_a_node_killed_with_its_whole_process_group_leaves_no_semaphore_and_no_temp_file(tmp_path):
+    """SIGKILL to the node's process group (Slurm's at the end of KillWait, a container's stop) kills
+    its resource tracker too, which would have unlinked its named semaphores: one 32-byte
+    /dev/shm/sem.mp-* was left per semaphore; and a checkpoint's temp file mid-write."""
+    main = subprocess.Popen([sys.executable, "-c", KILLED_WHOLE, str(tmp_path)], cwd=ROOT, stdout=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    sem, tmp = main.stdout.readline().split()
+    try:
+        assert os.path.exists(sem) and os.path.exists(tmp)
+        time.sleep(1.0)  # the janitor's look (every 0.5 s) at what its node has mapped
+        os.killpg(main.pid, signal.SIGKILL)
+        main.wait(10)
+        assert gone(sem, 10), "the semaphore of a node killed with its resource tracker was left"
+        assert gone(tmp, 10), "the temp file of a checkpoint the node was writing was left"
+    finally:
+        for path in (sem, tmp):
+            if os.path.exists(path):
+                os.unlink(path)

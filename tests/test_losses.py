@@ -331,3 +331,35 @@ def test_kl_coeff_adds_its_share_of_the_logged_kl_to_the_loss():
         parts[coeff] = Learner(ActorCritic(spec, cfg.model), cfg.algo).loss(batch)
     assert parts[0.0]["kl"].item() > 0
     assert (parts[0.5]["loss"] - parts[0.0]["loss"]).item() == pytest.approx(0.5 * parts[0.0]["kl"].item(), rel=1e-5)
+
+
+def test_with_kl_coeff_0_an_overflowing_kl_leaves_the_gradients_finite():
+    """A behaviour log-prob far below the learner's (a stale or corrupt sample): expm1 of the log
+    ratio overflows. With algo.kl_coeff=0 (the default) the term is logged, out of the graph; it was
+    in it, and 0 x inf made every gradient NaN. (With PPO clipping the ratio itself overflows at
+    the same point, and the clipped surrogate's gradient is NaN too: the plain policy gradient,
+    algo.ppo_clip=false, is where the KL term alone broke the step.)"""
+    import numpy as np
+    from helpers import compose
+
+    from nodes.envs import EnvSpec
+    from nodes.learning.learner import Learner
+    from nodes.models.actor_critic import ActorCritic
+    from nodes.sampling.buffers import SlotBatch
+
+    spec = EnvSpec((4,), np.float32, (3,))
+    g = torch.Generator().manual_seed(0)
+    logp = torch.full((4, 5), -1.1)
+    logp[0, 0] = -200.0  # log ratio ~ +199: expm1 overflows float32
+    batch = SlotBatch(obs=torch.randn(4, 6, 4, generator=g), meas=torch.zeros(4, 6, 0),
+                      actions=torch.randint(0, 3, (4, 5, 1), generator=g).float(), logp=logp,
+                      values=torch.zeros(4, 5), rewards=torch.randn(4, 5, generator=g),
+                      dones=torch.zeros(4, 5, dtype=torch.bool), versions=torch.zeros(4, 5, dtype=torch.int64),
+                      h0=torch.zeros(4, 8))
+    cfg = compose("env=gym", "model.fc_size=16", "model.hidden_size=8", "algo.kl_coeff=0", "algo.ppo_clip=false")
+    torch.manual_seed(0)
+    learner = Learner(ActorCritic(spec, cfg.model), cfg.algo)
+    parts = learner.loss(batch)
+    assert not torch.isfinite(parts["kl"])  # logged as it is
+    parts["loss"].backward()
+    assert all(torch.isfinite(p.grad).all() for p in learner.model.parameters())

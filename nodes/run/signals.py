@@ -2,7 +2,7 @@
 
 `StopSignals` installs the handlers for the lifetime of a `with` block (main thread only) and
 restores the previous ones after it. The first signal is recorded (`received`); a second one
-(Ctrl-C twice) stops waiting for a clean shutdown, unless it is the first one again within
+(Ctrl-C twice) stops waiting for a clean shutdown, unless it is the last one again within
 SAME_REQUEST_S: a terminal's Ctrl-C reaches every process of the launcher's process group, the
 node processes of `nodes=N` included, and the launcher forwards it to them too (launch.spawn.local);
 taken as impatience, it ended an elastic run "interrupted", a rank leaving mid-iteration.
@@ -31,7 +31,7 @@ class StopSignals:
         self.signums = tuple(dict.fromkeys(signums))
         self.vote = vote
         self.received: int | None = None
-        self._received_at = 0.0  # time.monotonic() of the first signal
+        self._last: tuple[int | None, float] = (None, 0.0)  # the last signal and its time.monotonic()
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> StopSignals:
@@ -45,11 +45,13 @@ class StopSignals:
         self._previous = {}
 
     def _on_signal(self, signum, frame) -> None:
+        now, (last, last_at) = time.monotonic(), self._last
+        self._last = (signum, now)
+        if signum == last and now - last_at < SAME_REQUEST_S:
+            return  # the same request, delivered twice (the second one's copy too)
         if self.received is not None:
-            if signum == self.received and time.monotonic() - self._received_at < SAME_REQUEST_S:
-                return  # the same request, delivered twice
             raise KeyboardInterrupt  # a second Ctrl-C: stop waiting for a clean shutdown
-        self.received, self._received_at = signum, time.monotonic()
+        self.received = signum
         log.warning("received %s: stopping after the current step", signal.Signals(signum).name)
 
     @contextlib.contextmanager

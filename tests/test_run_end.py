@@ -1,0 +1,77 @@
+"""Small pieces of the end of a run, each with a real process or file where it matters: the local
+launcher's wait on ranks that cannot make progress, the fork server's preload of the main module,
+two checkpoint writers pruning the same file (the fault matrix: tests/test_run_end_faults.py)."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+
+from launch.spawn import local
+from nodes.record import checkpoint as ckpt
+
+
+def test_the_launcher_ends_ranks_that_all_stay_stopped():
+    """An elastic launch whose other ranks are gone (one failed, the run went on elsewhere) and whose
+    last rank is stopped (SIGSTOP: it acts on no signal): the wait ends after the grace, the stopped
+    rank killed (it waited forever on it)."""
+    failed = subprocess.Popen([sys.executable, "-c", "raise SystemExit(1)"])
+    frozen = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    os.kill(frozen.pid, signal.SIGSTOP)
+    codes = {}
+    waiter = threading.Thread(target=lambda: codes.update(local._wait([failed, frozen], 1.0, True)), daemon=True)
+    t0 = time.time()
+    waiter.start()
+    waiter.join(30)
+    try:
+        assert not waiter.is_alive(), "the launcher still waits on a stopped rank"
+        assert codes == {0: 1, 1: -signal.SIGTERM} and time.time() - t0 < 15, (codes, time.time() - t0)
+    finally:
+        frozen.kill()
+        frozen.wait()
+
+
+def test_a_rank_killed_by_a_signal_is_reported_as_a_shell_shows_it():
+    assert local._exit_code([0, -9], elastic=False) == 137
+    assert local._exit_code([0, -9], elastic=True, outcome=None) == 137  # the writer died: no summary
+    assert local._exit_code([0, -9], elastic=True, outcome="finished") == 0
+    assert local._exit_code([0, 1], elastic=True, outcome="failed") == 1
+
+
+def test_the_fork_server_does_not_preload_a_packages_main_module():
+    """`python -m pkg` runs pkg/__main__.py as __main__ with spec name `pkg.__main__`: multiprocessing
+    never re-imports it (its code runs unguarded), and preloaded in the fork server an error there
+    ended the server; every later worker start then failed with an unrelated message."""
+    code = ("import sys, types; main = sys.modules['__main__']; "
+            "main.__spec__ = types.SimpleNamespace(name=sys.argv[1]); "
+            "from nodes.sampling.fork_server import preloadable_main; print(preloadable_main())")
+    got = [subprocess.run([sys.executable, "-c", code, name], capture_output=True, text=True, check=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))).stdout.strip()
+           for name in ("launch.train", "mypkg.__main__")]
+    assert got == ["['launch.train']", "[]"]
+
+
+def test_two_writers_pruning_the_same_checkpoint_both_succeed(tmp_path):
+    """An elastic handover: the old writer's last checkpoint and the new writer's first prune the
+    same file; the second remove found it gone and failed the checkpoint."""
+    run = str(tmp_path)
+    for version in (1, 2):
+        ckpt.save(run, {"policy_version": version, "x": torch.zeros(1)}, keep=2)
+    oldest = ckpt.list_checkpoints(run)[0]
+    real_list = ckpt.list_checkpoints
+
+    def stale_listing(run_dir):  # listed before the other writer removed it
+        paths = real_list(run_dir)
+        return [oldest, *paths] if oldest not in paths else paths
+
+    os.remove(oldest)  # the other writer's prune
+    ckpt.list_checkpoints = stale_listing
+    try:
+        ckpt.save(run, {"policy_version": 3, "x": torch.zeros(1)}, keep=2)
+    finally:
+        ckpt.list_checkpoints = real_list
+    assert [os.path.basename(p) for p in ckpt.list_checkpoints(run)] == ["checkpoint_000000002.pt",
+                                                                        "checkpoint_000000003.pt"]
