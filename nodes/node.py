@@ -309,12 +309,13 @@ class Node:
                     self.record, self.cfg.sync.timeout_s, lambda: self.signals.received is not None), outcome, error)
             summary = run_summary(self, outcome, sums)
             outcome, error = self._step("the summary", lambda: self.record.summary(summary), outcome, error)
-            if self.peers.elastic and self.record.is_writer and (outcome == "finished" or isinstance(error, TooFewNodes)):
-                # a node that comes later has nothing to join
-                outcome, error = self._step("marking the run over", lambda: self.peers.mark_over(outcome), outcome, error)
+            over = outcome == "finished" or isinstance(error, TooFewNodes)
+            if self.peers.elastic and self.record.is_writer and over:  # a node that comes later has nothing to join
+                outcome, error = self._step("marking the run over", lambda: self.peers.mark_over(outcome),
+                                            outcome, error)
         finally:
             self.evaluation.close()
-            self.sampler.stop()  # a no-op after the step above; else what it did not stop
+            self.sampler.stop(keep_janitor=True)  # a no-op after the step above; else what it did not stop
             self.record.close()  # the checkpoint being written, waited for (a non-daemon thread)
             self.sampler.release_janitor()
         shown = {k: v for k, v in summary.items() if k != "param_checksums"}

@@ -18,8 +18,8 @@ import sys
 import time
 
 import pytest
-
 from helpers import ROOT, missing_dependency, read_until, summary
+
 from nodes.record import checkpoint as ckpt
 
 TINY = ["env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32", "sampler.num_workers=1",
@@ -141,10 +141,10 @@ def test_final_checkpoint_on_a_full_filesystem(run_dir, nodes):
         writer = writer_pid(proc, nodes)
         wait_for(proc, lambda: stopped(writer), 90, "the writer at its final checkpoint")
         assert ckpt.list_checkpoints(run_dir), "no checkpoint during the run"
-        with open(os.path.join(checkpoints, "filler"), "wb", buffering=0) as f:  # the filesystem, full
-            with pytest.raises(OSError):
-                while True:
-                    f.write(b"\0" * 4096)
+        # the filesystem, full
+        with open(os.path.join(checkpoints, "filler"), "wb", buffering=0) as f, pytest.raises(OSError):
+            while True:
+                f.write(b"\0" * 4096)
         os.kill(writer, signal.SIGCONT)
         out, _ = finish(proc, run_dir, before, 1, "failed")
         assert "No space left on device" in out, out[-2000:]

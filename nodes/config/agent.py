@@ -91,7 +91,9 @@ class ModelConfig:
 @dataclass
 class AlgoConfig:
     name: str = "appo"  # asynchronous PPO: PPO clipping + GAE, or V-trace targets (algo.vtrace)
-    lr: float = 1e-4  # Adam's learning rate
+    # Adam's learning rate. A resumed run trains at this launch's algo.lr (a changed value too) x
+    # lr_schedule at its progress x lr_scaling for its nodes, not at the checkpoint's optimizer's lr
+    lr: float = 1e-4
     # constant | linear: lr x (1 - env frames / train.max_env_frames), to 0 at the run's end (Sample
     # Factory's linear_decay, of its MuJoCo and Atari examples); PBT's lr is the one scaled
     lr_schedule: str = "constant"
@@ -137,7 +139,9 @@ class AlgoConfig:
     # counts optimizer steps, as in Sample Factory); a batch's observation and return statistics
     # are folded into the running norms once, in its first epoch
     epochs: int = 1  # passes over each batch
-    minibatches: int = 1  # optimizer steps of each pass, each on this share of the batch's trajectories
+    # optimizer steps of each pass, each on this share of the trajectories a node learns on (its
+    # share of the world's batch with sync.global_batch; a round of every env in sync modes)
+    minibatches: int = 1
     normalize_advantages: bool = True  # per node (per minibatch), as in DD-PPO
     # the critic predicts value targets divided by their running std (after their running mean is
     # taken off; moments over all nodes), and values are scaled back for V-trace/GAE; changes
