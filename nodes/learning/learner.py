@@ -48,8 +48,8 @@ class Learner:
         self.peers = peers or Solo()
         self.optimizer = make_optimizer(model, algo_cfg)
         # the lr (algo.lr, or PBT's), and the factor on it: algo.lr_schedule's decay times
-        # algo.lr_scaling's factor for the nodes in the world (schedule_lr; None: not set yet, the
-        # optimizer's lr is rewritten at the next schedule_lr)
+        # algo.lr_scaling's factor for the nodes in the world (schedule_lr; None after a load: not
+        # known yet, the optimizer's lr is rewritten at the next schedule_lr)
         self.base_lr = algo_cfg.lr
         self.lr_factor: float | None = 1.0
         self.version = 0  # number of optimizer steps taken
@@ -223,8 +223,7 @@ class Learner:
         """A population member's hyper-parameters (PBT): the optimizer's learning rate (times the
         schedule's factor) and the exploration loss's coefficient (self.cfg is this learner's own copy)."""
         self.base_lr = lr
-        if self.lr_factor is not None:
-            self._set_lr(lr * self.lr_factor)
+        self._set_lr(lr * (1.0 if self.lr_factor is None else self.lr_factor))
         self.cfg.entropy_coeff = entropy_coeff
 
     def schedule_lr(self, progress: float, nodes: int = 1) -> None:
@@ -254,7 +253,10 @@ class Learner:
     def load_state_dict(self, state: dict) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.lr_factor = None  # the saved lr holds the saved run's factor: schedule_lr sets this run's
+        # the saved lr holds the saved launch's factor (and its algo.lr): this launch's base lr until
+        # schedule_lr sets this launch's factor on it, at the next iteration
+        self.lr_factor = None
+        self._set_lr(self.base_lr)
         self.version = int(state["policy_version"])
         if self.returns is not None and "returns" in state:  # a run that had them off starts them afresh
             self.returns.load_state_dict(state["returns"])
