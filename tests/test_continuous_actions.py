@@ -87,6 +87,17 @@ def test_the_log_std_is_a_parameter_the_loss_moves_and_discrete_models_have_none
     assert discrete.actor.out_features == 3
 
 
+def test_model_action_std_is_the_policys_spread_at_the_start():
+    """model.action_std: the std the policy samples with before any step (Ant needs less than 1:
+    docs/environments.md#mujoco), for every dim; the sampled actions' spread follows it."""
+    model = ActorCritic(BOX, compose("model=feedforward", "model.action_std=0.5").model)
+    assert torch.allclose(model.action_log_std.exp(), torch.full((2,), 0.5))
+    params, _, _ = model.step(torch.zeros(20000, 4), torch.zeros(20000, 0), torch.zeros(20000, model.state_size))
+    torch.manual_seed(0)
+    actions = model.heads.sample(params)
+    assert actions.std(0).tolist() == pytest.approx([0.5, 0.5], rel=0.03)
+
+
 @pytest.mark.parametrize("spec", [BOX, MIXED], ids=["box", "mixed"])
 @pytest.mark.parametrize("staged", [False, True], ids=["direct", "staged"])
 def test_policy_worker_writes_actions_the_learner_reads_back_unchanged(spec, staged):

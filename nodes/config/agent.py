@@ -86,6 +86,11 @@ class ModelConfig:
     core: str = "gru"  # gru | lstm | none
     hidden_size: int = 512  # the recurrent core's state size
     measurements: bool = False  # feed the env's measurements (game variables) through an MLP
+    # continuous actions (a Box): the Gaussian's std at the start, the same for every dim (a learned
+    # log-std per dim, state-independent). 1.0 is Sample Factory's and CleanRL's. On Ant the control
+    # cost at 1.0 (2.07 a step, actions clipped to +-1) is twice the +1 a step for staying up, and the
+    # agent learns to end its episodes; at 0.5 the step pays (docs/environments.md#mujoco)
+    action_std: float = 1.0
 
 
 @dataclass

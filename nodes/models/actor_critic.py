@@ -14,6 +14,8 @@ so behaviour and learner log-probabilities agree to float precision at equal par
 """
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -64,11 +66,11 @@ class ActorCritic(nn.Module):
         # the discrete heads' logits, then the continuous dims' means
         self.actor = nn.Linear(out, self.heads.num_logits + spec.continuous)
         self.critic = nn.Linear(out, 1)
-        # Continuous dims: a learned log-std per dim that does not depend on the state, 0 at the
-        # start (std 1: Sample Factory's default, and CleanRL's); none without continuous dims, so
-        # a discrete model's parameters (and checksums) are what they were
+        # Continuous dims: a learned log-std per dim that does not depend on the state, log of
+        # model.action_std at the start (1: Sample Factory's default, and CleanRL's); none without
+        # continuous dims, so a discrete model's parameters (and checksums) are what they were
         if spec.continuous:
-            self.action_log_std = nn.Parameter(torch.zeros(spec.continuous))
+            self.action_log_std = nn.Parameter(torch.full((spec.continuous,), math.log(model_cfg.action_std)))
         else:
             self.register_parameter("action_log_std", None)
         self.apply(_init)
