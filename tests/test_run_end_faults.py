@@ -134,6 +134,7 @@ def test_final_checkpoint_on_a_full_filesystem(run_dir, nodes):
     checkpoints = ckpt.checkpoint_dir(run_dir)
     os.makedirs(checkpoints)
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", checkpoints], check=True)
+    proc = None
     try:
         before = leftovers()
         proc = start(run_dir, nodes, ["train.max_env_frames=6000", "train.checkpoint_every_s=0.5"],
@@ -151,6 +152,9 @@ def test_final_checkpoint_on_a_full_filesystem(run_dir, nodes):
         if nodes == 2:  # the writer's failure is its own: the other rank finished after the final check
             assert "node rank 0 exited with code 1" in out and "node rank 1 exited" not in out, out[-2000:]
     finally:
+        if proc is not None and proc.poll() is None:  # a failed assertion left the writer stopped
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
         subprocess.run(["umount", "-l", checkpoints], check=False)
 
 
