@@ -176,7 +176,12 @@ def test_a_duel_trains_goes_on_past_a_killed_engine_and_reports_both_agents(tmp_
     proc = run_module("launch.enjoy", f"run_dir={run}", "enjoy.episodes=1", "enjoy.agents=1", "enjoy.bots=1",
                       timeout=120)
     played = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert played["match"]["place"] in (1.0, 2.0) and played["length_mean"] == 26
+    assert played["match"]["place"] in (1.0, 2.0)
+    # 26 steps, unless the agent died: the respawn takes tics of the match's 105 (CI saw 25 once)
+    if played["match"]["deaths"] == 0:
+        assert played["length_mean"] == 26
+    else:
+        assert 20 <= played["length_mean"] <= 26
     proc = run_module("launch.enjoy", f"run_dir={run}", "enjoy.agents=2", "enjoy.bots=1", check=False, timeout=120)
     assert proc.returncode == 2 and "takes at most 2 players, asked for 3" in one_error_line(proc)
 
