@@ -53,11 +53,17 @@ esac
 sf_env=$scenario
 [ "$scenario" = mujoco_walker2d ] && sf_env=mujoco_walker  # Sample Factory's one other name
 read -r -a ours_args <<< "${OURS_ARGS:-}"
+# a task of Sample Factory's with no conf/env option of ours runs as env=mujoco env.id=<Task>-v5
+ours_env=(env="$scenario")
+case "$scenario" in
+  mujoco_swimmer) ours_env=(env=mujoco env.id=Swimmer-v5 env.name=mujoco_swimmer) ;;
+  mujoco_doublependulum) ours_env=(env=mujoco env.id=InvertedDoublePendulum-v5 env.name=mujoco_doublependulum) ;;
+esac
 
 for side in $sides; do
   case "$side" in
     ours)
-      [ -e "$ours" ] && [ "${RESUME:-0}" != 1 ] || python -m launch.train hydra.run.dir="$ours" env="$scenario" \
+      [ -e "$ours" ] && [ "${RESUME:-0}" != 1 ] || python -m launch.train hydra.run.dir="$ours" "${ours_env[@]}" \
         train.max_env_frames="$frames" seed="$seed" "${ours_args[@]}" ;;
     sf)
       [ -e "$sf" ] && [ "${RESUME:-0}" != 1 ] || TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "$sf_python" -m "$sf_module" --env="$sf_env" --device=cpu \

@@ -33,6 +33,10 @@ class EnvConfig:
     noop_max: int = 0  # up to this many no-ops after reset (random start states)
     episodic_life: bool = False  # a lost life ends the trajectory for training; the score runs on
     clip_rewards: bool = False  # train on sign(reward); the logged score stays the game's
+    # gym Box actions: true clips the policy's unbounded samples to the bounds before the env sees
+    # them; false passes them on as sampled (MuJoCo clamps its controls itself, but charges its
+    # control cost on the actions it was given, as in Sample Factory's MuJoCo example)
+    clip_actions: bool = True
     # Atari: press FIRE for one agent step after a game reset and after a lost life, in games whose
     # action set has it (Breakout serves the ball on FIRE), as Sample Factory's and CleanRL's
     # wrappers do; these frames are not counted in env_frames. The python backend only

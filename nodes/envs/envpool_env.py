@@ -88,6 +88,7 @@ class Pool:
 
     def __init__(self, env_cfg, env_seeds: list[int], spec):
         self.pool = _make_pool(env_cfg, env_seeds)
+        self.clip_actions = env_cfg.clip_actions  # gym tasks' Box actions (env.clip_actions)
         self.n = num_envs = len(env_seeds)
         self.ids = np.arange(num_envs, dtype=np.int32)
         self.spec = spec
@@ -125,7 +126,7 @@ class GymSlot:
     def __init__(self, pool: Pool, i: int):
         self.pool, self.i, self.spec = pool, i, pool.spec
         self.bounds = None
-        if self.spec.continuous:
+        if self.spec.continuous and pool.clip_actions:
             self.bounds = (np.array(self.spec.action_low, np.float32), np.array(self.spec.action_high, np.float32))
 
     def reset(self) -> np.ndarray:

@@ -120,7 +120,7 @@ class GymEnv:
         self._seed = seed
         # a Box: the bounds the policy's unbounded samples are clipped to; None: Discrete
         self.bounds = None
-        if self.spec.continuous:
+        if self.spec.continuous and env_cfg.clip_actions:
             self.bounds = (np.array(self.spec.action_low, np.float32), np.array(self.spec.action_high, np.float32))
 
     def reset(self) -> np.ndarray:
@@ -130,7 +130,10 @@ class GymEnv:
 
     def step(self, action):
         """action: an int (Discrete) or a float32 array of spec.continuous values (Box), clipped here."""
-        action = int(action) if self.bounds is None else np.clip(action, *self.bounds)
+        if not self.spec.continuous:
+            action = int(action)
+        elif self.bounds is not None:
+            action = np.clip(action, *self.bounds)
         total = 0.0
         for _ in range(self.frameskip):
             obs, reward, terminated, truncated, _ = self.env.step(action)
