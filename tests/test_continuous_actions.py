@@ -98,6 +98,17 @@ def test_model_action_std_is_the_policys_spread_at_the_start():
     assert actions.std(0).tolist() == pytest.approx([0.5, 0.5], rel=0.03)
 
 
+def test_the_gaussian_means_start_near_zero_and_the_logits_keep_their_spread():
+    """The actor's rows for the Gaussian means start at gain 0.01 (a wide start of the means is a
+    control cost Ant learned to escape by falling over); the discrete logits' rows keep gain 1."""
+    torch.manual_seed(0)
+    model = ActorCritic(MIXED, compose("model=feedforward").model)
+    obs = torch.randn(4096, 4)
+    params, _, _ = model.step(obs, torch.zeros(4096, 0), torch.zeros(4096, model.state_size))
+    logits, means = params[:, :5], params[:, 5:7]
+    assert means.abs().max() < 0.05 and logits.std() > 0.2
+
+
 @pytest.mark.parametrize("spec", [BOX, MIXED], ids=["box", "mixed"])
 @pytest.mark.parametrize("staged", [False, True], ids=["direct", "staged"])
 def test_policy_worker_writes_actions_the_learner_reads_back_unchanged(spec, staged):
@@ -153,6 +164,15 @@ def test_the_wrapper_clips_to_the_box_and_keeps_the_policys_sample():
     env.step(action)
     assert env.env.unwrapped.last_action.tolist() == [1.0, 0.0]
     assert action.tolist() == [5.0, -0.5]  # clipped into a copy: the buffer row keeps the sample
+    env.close()
+    # env.clip_actions=false (env=mujoco*: MuJoCo clamps its controls and charges the control cost
+    # on what it was given): the sample reaches the env as drawn
+    assert compose("env=mujoco_ant").env.clip_actions is False
+    cfg = compose("env=gym", "env.id=tests.envs:BoxRecorder-v0", "env.clip_actions=false").env
+    env = make_env(cfg, seed=0)
+    env.reset()
+    env.step(action)
+    assert env.env.unwrapped.last_action.tolist() == [5.0, -0.5]
     env.close()
 
 
