@@ -84,6 +84,8 @@ class ModelConfig:
     # 32-64-128, ELU) | nature (DQN's 32-64-64 3x3/1, ReLU: Sample Factory 2's Atari encoder) | impala | mlp
     encoder: str = "auto"
     fc_size: int = 512  # width of the fully connected layers after the encoder
+    # the mlp encoder's activation: elu | tanh (Sample Factory's MuJoCo model, model=feedforward) | relu
+    mlp_activation: str = "elu"
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
     # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)
     fc_layers: int = 1
@@ -91,9 +93,10 @@ class ModelConfig:
     hidden_size: int = 512  # the recurrent core's state size
     measurements: bool = False  # feed the env's measurements (game variables) through an MLP
     # continuous actions (a Box): the Gaussian's std at the start, the same for every dim (a learned
-    # log-std per dim, state-independent). 1.0 is Sample Factory's and CleanRL's. On Ant the control
-    # cost at 1.0 (2.07 a step, actions clipped to +-1) is twice the +1 a step for staying up, and the
-    # agent learns to end its episodes; at 0.5 the step pays (docs/environments.md#mujoco)
+    # log-std per dim, state-independent; the means start near 0). 1.0 is Sample Factory's and
+    # CleanRL's; a task whose control cost at this spread outweighs what staying alive pays may
+    # learn to end its episodes (Ant did, before its means started near 0 and its actions reached
+    # the task unclipped: docs/environments.md#ant-the-die-early-optimum)
     action_std: float = 1.0
 
 

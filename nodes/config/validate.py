@@ -129,6 +129,8 @@ def _validate_model(cfg: Any) -> None:
          f"model.action_std must be > 0 (the continuous actions' std at the start), got {m.action_std}")
     need(m.encoder in ("auto", "conv", "nature", "impala", "mlp"),
          f"model.encoder must be auto, conv, nature, impala or mlp, got '{m.encoder}'")
+    need(m.mlp_activation in ("elu", "tanh", "relu"),
+         f"model.mlp_activation must be elu, tanh or relu, got '{m.mlp_activation}'")
     need(not e.measurements or e.family == "doom",
          f"env.measurements=true is a VizDoom option; env family '{e.family}' has no game variables")
     need(not m.measurements or e.measurements,

@@ -41,7 +41,8 @@ class ActorCritic(nn.Module):
             kind = "conv" if spec.is_image else "mlp"
         # Observations stay uint8 in the buffers (4x less memory); they become floats here.
         self.obs_norm = RunningNorm(spec.obs_shape)
-        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size, model_cfg.fc_layers)
+        extra = {"activation": model_cfg.mlp_activation} if kind == "mlp" else {}
+        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size, model_cfg.fc_layers, **extra)
         width = model_cfg.fc_size
         # The "full" model: game variables (health, ammo, ...) through their own MLP, joined
         # with the image features before the core. Their scales differ wildly (health 100,

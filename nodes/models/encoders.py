@@ -71,10 +71,14 @@ class ImpalaEncoder(nn.Module):
         return self.fc(self.conv(obs))
 
 
+MLP_ACTIVATIONS = {"elu": nn.ELU, "tanh": nn.Tanh, "relu": nn.ReLU}  # model.mlp_activation
+
+
 class MLPEncoder(nn.Module):
-    def __init__(self, obs_shape, fc_size: int, fc_layers: int = 1):  # always two layers
+    def __init__(self, obs_shape, fc_size: int, fc_layers: int = 1, activation: str = "elu"):  # always two layers
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(obs_shape[0], fc_size), nn.ELU(), nn.Linear(fc_size, fc_size), nn.ELU())
+        act = MLP_ACTIVATIONS[activation]
+        self.net = nn.Sequential(nn.Linear(obs_shape[0], fc_size), act(), nn.Linear(fc_size, fc_size), act())
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs)
