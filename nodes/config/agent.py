@@ -84,7 +84,7 @@ class ModelConfig:
     # 32-64-128, ELU) | nature (DQN's 32-64-64 3x3/1, ReLU: Sample Factory 2's Atari encoder) | impala | mlp
     encoder: str = "auto"
     fc_size: int = 512  # width of the fully connected layers after the encoder
-    # the mlp encoder's activation: elu | tanh (Sample Factory's MuJoCo model, model=feedforward) | relu
+    # the mlp encoder's activation: elu | tanh (Sample Factory's MuJoCo model; model=feedforward has it) | relu
     mlp_activation: str = "elu"
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
     # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)
