@@ -2,7 +2,8 @@
 fast test envs, classic control (CartPole, Pendulum) and the MuJoCo tasks (env=mujoco_*).
 
 A Box action space is spec.continuous Gaussian dims (nodes.models.heads.ActionHeads). The policy
-samples unbounded values; step() clips them to the Box's bounds before the env sees them, and
+samples unbounded values; step() clips them to the Box's bounds before the env sees them
+(env.clip_actions; env=mujoco* passes them on as drawn: MuJoCo clamps its controls itself), and
 the learner's log-prob stays that of the unclipped sample, as in Sample Factory and CleanRL (a
 squashed or clip-aware distribution would change the log-prob; this keeps it a plain Normal's).
 
@@ -129,7 +130,8 @@ class GymEnv:
         return obs
 
     def step(self, action):
-        """action: an int (Discrete) or a float32 array of spec.continuous values (Box), clipped here."""
+        """action: an int (Discrete) or a float32 array of spec.continuous values (Box), clipped here
+        unless env.clip_actions is false."""
         if not self.spec.continuous:
             action = int(action)
         elif self.bounds is not None:

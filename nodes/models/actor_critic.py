@@ -78,9 +78,10 @@ class ActorCritic(nn.Module):
         if spec.continuous:
             # The Gaussian means start near 0 (the rows of the actor that give them: gain 0.01, as
             # CleanRL's and Stable-Baselines3's PPO; Sample Factory's torch_default init makes them
-            # small too): at gain 1 they start at about +-0.8, a wide spread's control cost on top
-            # of the std's, and Ant-v5 learned to fall over at once (issue 52: mean return over
-            # 0.5-1M steps -8 at gain 1, 379 at 0.01, docs/environments.md#mujoco)
+            # small too): at gain 1 they start at about +-0.5 (std 0.66 on unit-normal inputs), a
+            # control cost on top of the spread's, and Ant-v5 learned to fall over at once (issue
+            # 52: mean return over 0.5-1M steps -8 at gain 1, 382 at 0.01 with nothing else
+            # changed; docs/environments.md#ant-the-die-early-optimum)
             with torch.no_grad():
                 nn.init.orthogonal_(self.actor.weight[self.heads.num_logits:], gain=0.01)
         # Convolutions in channels-last layout (weights here, activations in _features): oneDNN's
