@@ -109,6 +109,27 @@ def test_the_gaussian_means_start_near_zero_and_the_logits_keep_their_spread():
     assert means.abs().max() < 0.05 and logits.std() > 0.2
 
 
+def test_model_init_torch_default_keeps_pytorchs_own_initialisation():
+    """model.init=torch_default (Sample Factory's MuJoCo example): every linear layer as nn.Linear
+    made it (uniform within 1/sqrt(fan_in), biases too), so the means start spread as its do;
+    orthogonal: zero biases and the means' rows at gain 0.01."""
+    def linears(init):
+        torch.manual_seed(0)
+        model = ActorCritic(BOX, compose("model=feedforward", f"model.init={init}").model)
+        return model, [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    model, layers = linears("torch_default")
+    assert len(layers) >= 3
+    for layer in layers:
+        bound = 1 / layer.in_features ** 0.5
+        assert layer.weight.abs().max() <= bound and layer.bias.abs().max() <= bound
+        assert layer.bias.abs().max() > 0.1 * bound
+    obs = torch.randn(4096, 4)
+    params, _, _ = model.step(obs, torch.zeros(4096, 0), torch.zeros(4096, model.state_size))
+    assert params[:, :2].std() > 0.05  # state-dependent means, not all near 0
+    _, layers = linears("orthogonal")
+    assert all(layer.bias.abs().max() == 0 for layer in layers)
+
+
 @pytest.mark.parametrize("spec", [BOX, MIXED], ids=["box", "mixed"])
 @pytest.mark.parametrize("staged", [False, True], ids=["direct", "staged"])
 def test_policy_worker_writes_actions_the_learner_reads_back_unchanged(spec, staged):
@@ -173,6 +194,27 @@ def test_the_wrapper_clips_to_the_box_and_keeps_the_policys_sample():
     env.reset()
     env.step(action)
     assert env.env.unwrapped.last_action.tolist() == [5.0, -0.5]
+    env.close()
+
+
+def test_rescaled_actions_are_in_units_of_the_bounds_before_and_after_clipping():
+    # env.rescale_actions=true: the policy acts in -1..1 per dim, mapped onto the Box's own bounds
+    # (gymnasium's RescaleAction); the spec shows the policy's units, clipping clips in them
+    cfg = compose("env=gym", "env.id=tests.envs:BoxRecorder-v0", "env.rescale_actions=true").env
+    env = make_env(cfg, seed=0)
+    assert env.spec.action_low == (-1.0, -1.0) and env.spec.action_high == (1.0, 1.0)
+    env.reset()
+    env.step(np.array([0.5, 0.5], np.float32))
+    assert env.env.unwrapped.last_action.tolist() == [0.5, 1.5]  # [-1, 1] as is, [0, 2] from its middle
+    env.step(np.array([5.0, -5.0], np.float32))
+    assert env.env.unwrapped.last_action.tolist() == [1.0, 0.0]  # clipped to -1..1, then mapped
+    env.close()
+    cfg = compose("env=gym", "env.id=tests.envs:BoxRecorder-v0", "env.rescale_actions=true",
+                  "env.clip_actions=false").env
+    env = make_env(cfg, seed=0)
+    env.reset()
+    env.step(np.array([5.0, -5.0], np.float32))
+    assert env.env.unwrapped.last_action.tolist() == [5.0, -4.0]  # the same line, past the bounds
     env.close()
 
 

@@ -86,6 +86,19 @@ def test_gym_tasks_step_reset_and_time_out_as_the_python_backend_does():
     finally:
         for s in slots:
             s.close()
+    # env.rescale_actions: the spec in the policy's units (-1..1), the pool given Pendulum's own (+-2)
+    scaled = group_conf("env", "gym", id="Pendulum-v1", backend="envpool", rescale_actions=True)
+    slots = pool_slots(scaled, [[0, 1]])
+    try:
+        assert slots[0].spec.action_low == (-1.0,) and slots[0].spec.action_high == (1.0,)
+        for s in slots:
+            s.reset()
+        slots[0].submit(np.array([0.5], np.float32))
+        slots[1].submit(np.array([-5.0], np.float32))  # clipped to -1 in units: -2 for the task
+        assert slots[0].pool.actions.tolist() == [[1.0], [-2.0]]
+    finally:
+        for s in slots:
+            s.close()
     cart = group_conf("env", "gym", id="CartPole-v1", backend="envpool")
     slot = pool_slots(cart, [[0]])[0]
     slot.reset()

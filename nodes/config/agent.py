@@ -37,6 +37,11 @@ class EnvConfig:
     # them; false passes them on as sampled (MuJoCo clamps its controls itself, but charges its
     # control cost on the actions it was given, as in Sample Factory's MuJoCo example)
     clip_actions: bool = True
+    # gym Box actions: true lets the policy act in units of the bounds, -1..1 per dim mapped linearly
+    # onto low..high (gymnasium's RescaleAction), so the Gaussian's initial std of model.action_std
+    # spans the same share of every task's range (Humanoid's +-0.4 as Ant's +-1); a no-op on tasks
+    # bounded at +-1. Clipping (clip_actions) then clips to -1..1 in these units
+    rescale_actions: bool = False
     # Atari: press FIRE for one agent step after a game reset and after a lost life, in games whose
     # action set has it (Breakout serves the ball on FIRE), as Sample Factory's and CleanRL's
     # wrappers do; these frames are not counted in env_frames. The python backend only
@@ -86,6 +91,11 @@ class ModelConfig:
     fc_size: int = 512  # width of the fully connected layers after the encoder
     # the mlp encoder's activation: elu | tanh (Sample Factory's MuJoCo model; model=feedforward has it) | relu
     mlp_activation: str = "elu"
+    # orthogonal: every conv and linear layer orthogonal at gain 1 with zero biases, the rows for
+    # Gaussian means at gain 0.01 (Sample Factory's VizDoom models; CleanRL's means) |
+    # torch_default: PyTorch's own initialisation for every layer (Sample Factory's MuJoCo example,
+    # its policy_initialization=torch_default; model=feedforward has it)
+    init: str = "orthogonal"
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
     # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)
     fc_layers: int = 1

@@ -89,6 +89,12 @@ class Pool:
     def __init__(self, env_cfg, env_seeds: list[int], spec):
         self.pool = _make_pool(env_cfg, env_seeds)
         self.clip_actions = env_cfg.clip_actions  # gym tasks' Box actions (env.clip_actions)
+        # env.rescale_actions: the spec's bounds are -1..1 (gym_env.spec wraps the python env in
+        # RescaleAction); the pool's task wants its own: low + (a + 1) / 2 x (high - low)
+        self.rescale = None
+        if spec.continuous and env_cfg.rescale_actions:
+            space = self.pool.action_space
+            self.rescale = (np.asarray(space.low, np.float32), np.asarray(space.high - space.low, np.float32) / 2)
         self.n = num_envs = len(env_seeds)
         self.ids = np.arange(num_envs, dtype=np.int32)
         self.spec = spec
@@ -98,6 +104,9 @@ class Pool:
         self.obs = self.rewards = self.terminated = self.truncated = self.lives = None
 
     def submit(self, i: int, action) -> None:
+        if self.rescale is not None:
+            low, half = self.rescale
+            action = low + (action + 1.0) * half
         self.actions[i] = action
         self.submitted += 1
         if self.submitted == self.n:

@@ -55,11 +55,15 @@ def _make(env_cfg):
     try:
         if extra == "mujoco":
             _log_mujoco_warnings()
-        return gym.make(env_cfg.id)
+        env = gym.make(env_cfg.id)
     except (ImportError, gym.error.DependencyNotInstalled) as exc:
         hint = f"; pip install 'distrl[{extra}]'" if extra else ""
         raise ConfigError(f"env.id '{env_cfg.id}' needs a package that is not installed here "
                           f"({one_line(exc)}){hint}") from None
+    if env_cfg.rescale_actions and isinstance(env.action_space, gym.spaces.Box):
+        # the spec (bounds, random play, clipping) then reads -1..1 from the wrapped space
+        env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    return env
 
 
 _mujoco_warnings: set[str] | None = None  # what this process has logged (None: MuJoCo's own handler)

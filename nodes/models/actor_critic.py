@@ -74,8 +74,9 @@ class ActorCritic(nn.Module):
             self.action_log_std = nn.Parameter(torch.full((spec.continuous,), math.log(model_cfg.action_std)))
         else:
             self.register_parameter("action_log_std", None)
-        self.apply(_init)
-        if spec.continuous:
+        if model_cfg.init == "orthogonal":
+            self.apply(_init)
+        if spec.continuous and model_cfg.init == "orthogonal":
             # The Gaussian means start near 0 (the rows of the actor that give them: gain 0.01, as
             # CleanRL's and Stable-Baselines3's PPO; Sample Factory's torch_default init makes them
             # small too): at gain 1 they start at about +-0.5 (std 0.66 on unit-normal inputs), a
