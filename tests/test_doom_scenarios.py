@@ -261,6 +261,7 @@ def test_render_hud_draws_the_status_bar_into_the_frames(tmp_path, monkeypatch):
     """env.render_hud=true (Sample Factory's .cfg variants of defend_*): the bottom rows of the
     first frame change (the status bar); the rest of the view is the same scene."""
     monkeypatch.chdir(tmp_path)
+    assert load("doom_defend_the_center").render_hud is True  # Sample Factory's .cfg draws it
     frames = {}
     for hud in (False, True):
         env = make_env(load("doom_defend_the_center", render_hud=hud, measurements=False), seed=4)
