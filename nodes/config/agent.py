@@ -94,7 +94,8 @@ class ModelConfig:
     # orthogonal: every conv and linear layer orthogonal at gain 1 with zero biases, the rows for
     # Gaussian means at gain 0.01 (Sample Factory's VizDoom models; CleanRL's means) |
     # torch_default: PyTorch's own initialisation for every layer (Sample Factory's MuJoCo example,
-    # its policy_initialization=torch_default; model=feedforward has it)
+    # its policy_initialization=torch_default: Ant and Humanoid gained, HalfCheetah lost its running
+    # gait, so model=feedforward keeps orthogonal; docs/environments.md#mujoco)
     init: str = "orthogonal"
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
     # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)

@@ -74,17 +74,17 @@ class ActorCritic(nn.Module):
             self.action_log_std = nn.Parameter(torch.full((spec.continuous,), math.log(model_cfg.action_std)))
         else:
             self.register_parameter("action_log_std", None)
-        if model_cfg.init == "orthogonal":
+        if model_cfg.init == "orthogonal":  # torch_default: every layer as PyTorch made it
             self.apply(_init)
-        if spec.continuous and model_cfg.init == "orthogonal":
-            # The Gaussian means start near 0 (the rows of the actor that give them: gain 0.01, as
-            # CleanRL's and Stable-Baselines3's PPO; Sample Factory's torch_default init makes them
-            # small too): at gain 1 they start at about +-0.5 (std 0.66 on unit-normal inputs), a
-            # control cost on top of the spread's, and Ant-v5 learned to fall over at once (issue
-            # 52: mean return over 0.5-1M steps -8 at gain 1, 382 at 0.01 with nothing else
-            # changed; docs/environments.md#ant-the-die-early-optimum)
-            with torch.no_grad():
-                nn.init.orthogonal_(self.actor.weight[self.heads.num_logits:], gain=0.01)
+            if spec.continuous:
+                # The Gaussian means start near 0 (the rows of the actor that give them: gain 0.01,
+                # as CleanRL's and Stable-Baselines3's PPO): at gain 1 they start at about +-0.5
+                # (std 0.66 on unit-normal inputs), a control cost on top of the spread's, and
+                # Ant-v5 learned to fall over at once (issue 52: mean return over 0.5-1M steps -8
+                # at gain 1, 382 at 0.01 with nothing else changed;
+                # docs/environments.md#ant-the-die-early-optimum)
+                with torch.no_grad():
+                    nn.init.orthogonal_(self.actor.weight[self.heads.num_logits:], gain=0.01)
         # Convolutions in channels-last layout (weights here, activations in _features): oneDNN's
         # CPU kernels ran the simplified encoder's forward + backward 22% faster that way here
         # (batch 1056: 0.97 -> 0.76 s), and it is cuDNN's preferred layout too. Values, state
