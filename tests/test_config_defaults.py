@@ -65,7 +65,9 @@ def test_option_names_itself(group, name):
 def test_games_and_scenarios_inherit_their_family_file():
     for pattern, family in (("doom_*", "doom"), ("atari_*", "atari"), ("dmlab_*", "dmlab"), ("mujoco_*", "mujoco")):
         for path in glob.glob(os.path.join(CONF_DIR, "env", f"{pattern}.yaml")):
-            assert raw("env", os.path.basename(path)[:-5]).get("defaults") == [family, "_self_"], path
+            parents = [d for d in raw("env", os.path.basename(path)[:-5]).get("defaults")
+                       if not d.startswith("/presets/")]  # a task may add a preset of its own (Humanoid's lr)
+            assert parents == [family, "_self_"], path
 
 
 def test_an_env_may_choose_its_model_and_the_command_line_still_wins():
@@ -94,3 +96,14 @@ def test_mujoco_envs_train_with_their_preset_and_the_command_line_still_wins():
     mine = compose("env=mujoco_hopper", "algo.lr=0.01", "sampler.rollout=16")
     assert (mine.algo.lr, mine.sampler.rollout, mine.algo.epochs) == (0.01, 16, preset["algo"]["epochs"])
     assert compose("env=gym").algo == compose().algo and compose("env=gym").sampler == compose().sampler
+
+
+def test_humanoid_trains_with_its_own_lr_over_the_mujoco_preset():
+    """env=mujoco_humanoid: presets/mujoco.yaml with presets/mujoco_humanoid.yaml's lr over it (the
+    other MuJoCo tasks keep the preset's); the command line still wins."""
+    preset, own = raw("presets", "mujoco"), raw("presets", "mujoco_humanoid")
+    humanoid, cheetah = compose("env=mujoco_humanoid"), compose("env=mujoco_halfcheetah")
+    assert humanoid.algo.lr == own["algo"]["lr"] != preset["algo"]["lr"] == cheetah.algo.lr
+    assert dataclasses.replace(humanoid.algo, lr=cheetah.algo.lr) == cheetah.algo
+    assert humanoid.sampler == cheetah.sampler
+    assert compose("env=mujoco_humanoid", "algo.lr=0.003").algo.lr == 0.003
