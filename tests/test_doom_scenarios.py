@@ -273,6 +273,33 @@ def test_render_hud_draws_the_status_bar_into_the_frames(tmp_path, monkeypatch):
     assert np.abs(frames[True][:, bottom] - frames[False][:, bottom]).mean() > 5
 
 
-def test_a_render_hud_that_is_no_bool_is_one_line():
-    with pytest.raises(ConfigError, match="env.render_hud must be true, false or null"):
-        check_env_config(load("doom_basic", render_hud="yes"))
+def test_render_screen_flashes_tints_the_frame_red_when_the_player_is_hurt(tmp_path, monkeypatch):
+    """env.render_screen_flashes=true (the engine's default, which Sample Factory's .cfg keeps; the
+    bundled defend_the_center.cfg turns it off): standing still, the same seed brings the same
+    monsters; at the first step that costs health, the frame with flashes is redder than the one
+    without, and before it the two are the same."""
+    monkeypatch.chdir(tmp_path)
+    envs = {f: make_env(load("doom_defend_the_center", render_screen_flashes=f, measurements=True), seed=4)
+            for f in (False, True)}
+    try:
+        obs = {f: env.reset() for f, env in envs.items()}
+        health = lambda o: float(o[1][1])  # noqa: E731 - the .cfg's variables: AMMO2, HEALTH
+        for _ in range(200):
+            before = health(obs[False])
+            assert np.array_equal(obs[False][0], obs[True][0])  # nothing hurt yet: the same scene
+            obs = {f: env.step([0, 0])[0] for f, env in envs.items()}
+            if health(obs[False]) < before:
+                break
+        else:
+            pytest.fail("no monster hurt the player in 200 steps")
+        red = lambda o: float(o[0][0].astype(np.int16).mean() - o[0][2].astype(np.int16).mean())  # noqa: E731
+        assert red(obs[True]) > red(obs[False]) + 10
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+@pytest.mark.parametrize("key", ["render_hud", "render_screen_flashes"])
+def test_a_render_switch_that_is_no_bool_is_one_line(key):
+    with pytest.raises(ConfigError, match=f"env.{key} must be true, false or null"):
+        check_env_config(load("doom_basic", **{key: "yes"}))

@@ -66,6 +66,10 @@ class EnvConfig:
     # .cfg's own; the bundled ones hide it, Sample Factory's .cfg variants of basic, defend_* and
     # deadly_corridor show it)
     render_hud: Any = None
+    # the engine's full-screen tints (red when the player is hurt, gold on a pickup): true | false |
+    # null (the .cfg's own; the bundled defend_*, deadly_corridor and health_gathering* turn them off,
+    # Sample Factory's .cfg variants leave them on, the engine's default)
+    render_screen_flashes: Any = None
     # A match against the engine's scripted bots (nodes/envs/doom_match.py): the env hosts a
     # deathmatch of itself and `bots` bots; an episode is one match of match_minutes, a death
     # respawns, and the score (the logged episode reward) is the agent's frags.

@@ -91,9 +91,10 @@ def _check_game_settings(env_cfg) -> None:
         value = getattr(env_cfg, key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ConfigError(f"env.{key} must be a number (null: the scenario's own), got {value!r}")
-    hud = env_cfg.render_hud
-    if hud is not None and not isinstance(hud, bool):
-        raise ConfigError(f"env.render_hud must be true, false or null (the scenario's own), got {hud!r}")
+    for key in ("render_hud", "render_screen_flashes"):
+        value = getattr(env_cfg, key)
+        if value is not None and not isinstance(value, bool):
+            raise ConfigError(f"env.{key} must be true, false or null (the scenario's own), got {value!r}")
 
 
 def _check_names(env_cfg) -> None:
@@ -127,6 +128,8 @@ def _game(env_cfg):
         game.set_death_penalty(float(env_cfg.death_penalty))
     if env_cfg.render_hud is not None:
         game.set_render_hud(bool(env_cfg.render_hud))
+    if env_cfg.render_screen_flashes is not None:
+        game.set_render_screen_flashes(bool(env_cfg.render_screen_flashes))
     have = set(game.get_available_game_variables())
     for name in [*env_cfg.shaping, *env_cfg.pickups]:
         var = vzd.GameVariable.__members__.get(name)
