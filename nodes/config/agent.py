@@ -101,8 +101,9 @@ class ModelConfig:
     # its policy_initialization=torch_default: Ant and Humanoid gained, HalfCheetah lost its running
     # gait, so model=feedforward keeps orthogonal; docs/environments.md#mujoco)
     init: str = "orthogonal"
-    # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's VizDoom
-    # encoder has two, encoder_mlp_layers=[512, 512]; the mlp encoder always has its own two)
+    # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's conv
+    # encoder has one, encoder_conv_mlp_layers=[512]: its encoder_mlp_layers=[512, 512] is the MLP
+    # encoder's for vector observations; the mlp encoder here always has its own two)
     fc_layers: int = 1
     core: str = "gru"  # gru | lstm | none
     hidden_size: int = 512  # the recurrent core's state size
