@@ -62,7 +62,8 @@ def test_model_builds_from_the_env_spec(name, spec):
 @pytest.mark.parametrize("name,spec", [("simplified", DOOM), ("impala", DMLAB)])
 def test_fc_layers_stack_after_the_conv_encoder_and_one_keeps_the_old_checkpoint_keys(name, spec):
     """model.fc_layers=2 stacks a second fc layer (Sample Factory 2's conv encoder has one, as the
-    default here: its encoder_conv_mlp_layers=[512]); 1, the default, has the same parameter names as before the option existed (fc.0.*), so checkpoints load."""
+    default here: its encoder_conv_mlp_layers=[512]); 1, the default, has the same parameter names
+    as before the option existed (fc.0.*), so checkpoints load."""
     torch.manual_seed(0)
     one, two = (ActorCritic(spec, model_cfg(name, fc_size=32, fc_layers=k)) for k in (1, 2))
     linears = [[m for m in model.encoder.fc if isinstance(m, torch.nn.Linear)] for model in (one, two)]
