@@ -10,6 +10,7 @@ CASES = [
     (["sampler.batch_size=1000"], "sampler.batch_size (1000) must be a positive multiple of sampler.rollout (32)"),
     (["algo.lr=0"], "algo.lr must be > 0, got 0.0"),
     (["model.fc_layers=0"], "model.fc_layers must be >= 1, got 0"),
+    (["model.obs_norm_eps=0"], "model.obs_norm_eps must be > 0, got 0.0"),
     (["model.encoder=dqn"], "model.encoder must be auto, conv, nature, impala or mlp, got 'dqn'"),
     (["algo.lr=-1e-4"], "algo.lr must be > 0"),
     (["sync.grad_dtype=fp16"], "sync.grad_dtype must be fp32 or bf16, got 'fp16'"),

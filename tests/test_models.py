@@ -203,3 +203,22 @@ def test_deterministic_kernels_set_torchs_flags_without_importing_the_compiler()
             "print(c.deterministic, torch.are_deterministic_algorithms_enabled())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split("\n")[:3] == ["True True False False", "False", "True True"], out.stdout
+
+
+def test_obs_norm_eps_bounds_how_far_a_pixel_that_barely_varies_is_magnified():
+    """A pixel constant at 100 but for one frame in a thousand at 101 (std 0.03 grey levels): with
+    model.obs_norm_eps=1e-5 that one-level change reaches the clip (5); at 0.65 (Sample Factory's
+    1e-5 on pixels / 255) it stays near its size in grey levels (about 1.2); a pixel that varies
+    widely (std ~74) is normalised alike by both."""
+    x = torch.full((1000, 3, 72, 128), 100, dtype=torch.uint8)
+    x[0, 0, 0, 0] = 101
+    x[:, 0, 0, 1] = torch.arange(1000) % 256
+    out = {}
+    for eps in (1e-5, 0.65):
+        model = ActorCritic(DOOM, model_cfg("simplified", fc_size=16, hidden_size=8, obs_norm_eps=eps))
+        assert model.obs_norm.eps == eps
+        fold_batch([(model.obs_norm, x)])
+        out[eps] = model.obs_norm(x[:2]).float()
+    assert out[1e-5][0, 0, 0, 0] == 5.0  # 1 / 0.03, clipped
+    assert 1.0 < out[0.65][0, 0, 0, 0] < 1.4
+    assert torch.allclose(out[1e-5][:, 0, 0, 1], out[0.65][:, 0, 0, 1], rtol=1e-3)

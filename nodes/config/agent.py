@@ -93,6 +93,13 @@ class ModelConfig:
     # 32-64-128, ELU) | nature (DQN's 32-64-64 3x3/1, ReLU: Sample Factory 2's Atari encoder) | impala | mlp
     encoder: str = "auto"
     fc_size: int = 512  # width of the fully connected layers after the encoder
+    # the observation normaliser's epsilon: (x - running mean) / sqrt(running var + this), per element,
+    # in the observation's own units (pixels 0-255). 1e-5 magnifies a pixel that is constant but for
+    # a rare change of one grey level about 300x (to the clip, 5); Sample Factory divides pixels by
+    # 255 first and adds 1e-5 there, which is 0.65 here: pixels that vary by less than about one grey
+    # level are damped instead (its VizDoom and Atari examples;
+    # docs/environments.md#defend_the_center-what-was-ruled-out)
+    obs_norm_eps: float = 1e-5
     # the mlp encoder's activation: elu | tanh (Sample Factory's MuJoCo model; model=feedforward has it) | relu
     mlp_activation: str = "elu"
     # orthogonal: every conv and linear layer orthogonal at gain 1 with zero biases, the rows for

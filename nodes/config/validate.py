@@ -125,6 +125,7 @@ def _validate_model(cfg: Any) -> None:
     m, e = cfg.model, cfg.env
     need(m.core in ("gru", "lstm", "none"), f"model.core must be gru, lstm or none, got '{m.core}'")
     need(m.fc_layers >= 1, f"model.fc_layers must be >= 1, got {m.fc_layers}")
+    need(m.obs_norm_eps > 0, f"model.obs_norm_eps must be > 0, got {m.obs_norm_eps}")
     need(m.action_std > 0,
          f"model.action_std must be > 0 (the continuous actions' std at the start), got {m.action_std}")
     need(m.encoder in ("auto", "conv", "nature", "impala", "mlp"),

@@ -40,7 +40,7 @@ class ActorCritic(nn.Module):
         if kind == "auto":
             kind = "conv" if spec.is_image else "mlp"
         # Observations stay uint8 in the buffers (4x less memory); they become floats here.
-        self.obs_norm = RunningNorm(spec.obs_shape)
+        self.obs_norm = RunningNorm(spec.obs_shape, eps=model_cfg.obs_norm_eps)
         extra = {"activation": model_cfg.mlp_activation} if kind == "mlp" else {}
         self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size, model_cfg.fc_layers, **extra)
         width = model_cfg.fc_size

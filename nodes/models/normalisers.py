@@ -18,12 +18,15 @@ class RunningNorm(nn.Module):
     room; without it the conv stack learns far slower on VizDoom.
     """
 
-    def __init__(self, shape, clip: float = 5.0):
+    def __init__(self, shape, clip: float = 5.0, eps: float = 1e-5):
+        """eps: added to the running variance before dividing by its root, in the input's own units
+        (model.obs_norm_eps for the observations): it bounds how far an element that barely varies
+        is magnified."""
         super().__init__()
         self.register_buffer("mean", torch.zeros(shape))
         self.register_buffer("var", torch.ones(shape))
         self.register_buffer("count", torch.zeros(()))
-        self.clip = clip
+        self.clip, self.eps = clip, eps
 
     @torch.no_grad()
     def moments(self, x: torch.Tensor) -> torch.Tensor:
@@ -50,17 +53,17 @@ class RunningNorm(nn.Module):
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         """(x - mean) / std, unclipped (value targets: algo.normalize_returns)."""
-        return (x - self.mean) * torch.rsqrt(self.var + 1e-5)
+        return (x - self.mean) * torch.rsqrt(self.var + self.eps)
 
     def denormalize(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.sqrt(self.var + 1e-5) + self.mean
+        return x * torch.sqrt(self.var + self.eps) + self.mean
 
     def forward(self, x: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
         """(x - mean) / std, clipped, as float32 in `memory_format`. One float copy (converting the
         layout on the way), then one fused multiply-add and the clip in place: on a learner batch of
         pixels each pass is 100+ MB, and each new tensor cost as much as its arithmetic."""
         y = x.to(torch.float32, memory_format=memory_format, copy=True)
-        scale = torch.rsqrt(self.var + 1e-5)
+        scale = torch.rsqrt(self.var + self.eps)
         return torch.addcmul(-self.mean * scale, y, scale, out=y).clamp_(-self.clip, self.clip)
 
 
