@@ -109,7 +109,9 @@ def test_sigterm_to_every_process_of_the_run_stops_it_cleanly(run_dir):
     read_until(proc, "frames ", 120)  # a status line: training is under way
     others = _descendants(proc.pid)
     assert len(others) >= 4  # the fork server, its two rollout workers and policy worker, the janitor
-    for pid in [proc.pid, *others]:
+    # the children first: they hold the signal blocked, so none can end before its turn (sent to the
+    # main process first, its stop could end a child between the listing and the child's signal)
+    for pid in [*others, proc.pid]:
         os.kill(pid, signal.SIGTERM)
     out = proc.communicate(timeout=60)[0]
     assert proc.returncode == 128 + signal.SIGTERM, out
