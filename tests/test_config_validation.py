@@ -32,7 +32,7 @@ CASES = [
     (["algo.kl_coeff=-0.1"], "algo.kl_coeff must be >= 0 (0: off), got -0.1"),
     (["model.action_std=0"], "model.action_std must be > 0 (the continuous actions' std at the start), got 0.0"),
     (["model.mlp_activation=sigmoid"], "model.mlp_activation must be elu, tanh or relu, got 'sigmoid'"),
-    (["model.init=xavier"], "model.init must be orthogonal or torch_default, got 'xavier'"),
+    (["model.init=xavier"], "model.init must be orthogonal, orthogonal_heads or torch_default, got 'xavier'"),
     (["nodes=0"], "nodes must be >= 1, got 0"),
     (["seed=-3"], "seed must be >= 0"),
     (["env=gym", "env.id=NoSuchEnv-v0"], "unknown gymnasium env id 'NoSuchEnv-v0'"),

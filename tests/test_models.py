@@ -222,3 +222,28 @@ def test_obs_norm_eps_bounds_how_far_a_pixel_that_barely_varies_is_magnified():
     assert out[1e-5][0, 0, 0, 0] == 5.0  # 1 / 0.03, clipped
     assert 1.0 < out[0.65][0, 0, 0, 0] < 1.4
     assert torch.allclose(out[1e-5][:, 0, 0, 1], out[0.65][:, 0, 0, 1], rtol=1e-3)
+
+
+def test_orthogonal_heads_leaves_the_encoder_pytorchs_weights_with_zero_biases():
+    """model.init=orthogonal_heads is Sample Factory 2.1.1's orthogonal init as it runs (its TorchScript
+    encoder escapes it): the actor and critic orthogonal, every encoder layer's weights within
+    PyTorch's 1/sqrt(fan_in) bound (rows of norm ~0.58) and its biases zero, the GRU PyTorch's own;
+    model.init=orthogonal makes every encoder row a unit vector."""
+    def build(init):
+        torch.manual_seed(0)
+        return ActorCritic(DOOM, model_cfg("simplified", init=init))
+    model = build("orthogonal_heads")
+    layers = [m for m in model.encoder.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    assert len(layers) == 4  # three convolutions and the fc layer
+    for layer in layers:
+        w = layer.weight.detach().flatten(1)
+        assert w.abs().max() <= 1 / w.shape[1] ** 0.5 and w.norm(dim=1).max() < 0.7
+        assert layer.bias.abs().max() == 0
+    for head in (model.actor, model.critic):
+        assert torch.allclose(head.weight.norm(dim=1), torch.ones(head.out_features), atol=1e-5)
+        assert head.bias.abs().max() == 0
+    assert model.core.bias_ih.abs().max() > 0  # the core as PyTorch made it
+    orthogonal = build("orthogonal")
+    for layer in [m for m in orthogonal.encoder.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]:
+        assert torch.allclose(layer.weight.detach().flatten(1).norm(dim=1), torch.ones(layer.out_channels if isinstance(
+            layer, torch.nn.Conv2d) else layer.out_features), atol=1e-4)

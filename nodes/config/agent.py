@@ -106,7 +106,10 @@ class ModelConfig:
     # Gaussian means at gain 0.01 (Sample Factory's VizDoom models; CleanRL's means) |
     # torch_default: PyTorch's own initialisation for every layer (Sample Factory's MuJoCo example,
     # its policy_initialization=torch_default: Ant and Humanoid gained, HalfCheetah lost its running
-    # gait, so model=feedforward keeps orthogonal; docs/environments.md#mujoco)
+    # gait, so model=feedforward keeps orthogonal; docs/environments.md#mujoco) |
+    # orthogonal_heads: the actor and critic orthogonal, the encoder's weights PyTorch's with zero
+    # biases, the core PyTorch's (what Sample Factory 2.1.1's orthogonal init does in effect: its
+    # TorchScript encoder escapes it; docs/environments.md#defend_the_center-what-was-ruled-out)
     init: str = "orthogonal"
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's conv
     # encoder has one, encoder_conv_mlp_layers=[512]: its encoder_mlp_layers=[512, 512] is the MLP

@@ -132,8 +132,8 @@ def _validate_model(cfg: Any) -> None:
          f"model.encoder must be auto, conv, nature, impala or mlp, got '{m.encoder}'")
     need(m.mlp_activation in ("elu", "tanh", "relu"),
          f"model.mlp_activation must be elu, tanh or relu, got '{m.mlp_activation}'")
-    need(m.init in ("orthogonal", "torch_default"),
-         f"model.init must be orthogonal or torch_default, got '{m.init}'")
+    need(m.init in ("orthogonal", "orthogonal_heads", "torch_default"),
+         f"model.init must be orthogonal, orthogonal_heads or torch_default, got '{m.init}'")
     need(not e.measurements or e.family == "doom",
          f"env.measurements=true is a VizDoom option; env family '{e.family}' has no game variables")
     need(not m.measurements or e.measurements,

@@ -74,17 +74,7 @@ class ActorCritic(nn.Module):
             self.action_log_std = nn.Parameter(torch.full((spec.continuous,), math.log(model_cfg.action_std)))
         else:
             self.register_parameter("action_log_std", None)
-        if model_cfg.init == "orthogonal":  # torch_default: every layer as PyTorch made it
-            self.apply(_init)
-            if spec.continuous:
-                # The Gaussian means start near 0 (the rows of the actor that give them: gain 0.01,
-                # as CleanRL's and Stable-Baselines3's PPO): at gain 1 they start at about +-0.5
-                # (std 0.66 on unit-normal inputs), a control cost on top of the spread's, and
-                # Ant-v5 learned to fall over at once (issue 52: mean return over 0.5-1M steps -8
-                # at gain 1, 382 at 0.01 with nothing else changed;
-                # docs/environments.md#ant-the-die-early-optimum)
-                with torch.no_grad():
-                    nn.init.orthogonal_(self.actor.weight[self.heads.num_logits:], gain=0.01)
+        self._initialise(model_cfg.init, spec.continuous)
         # Convolutions in channels-last layout (weights here, activations in _features): oneDNN's
         # CPU kernels ran the simplified encoder's forward + backward 22% faster that way here
         # (batch 1056: 0.97 -> 0.76 s), and it is cuDNN's preferred layout too. Values, state
@@ -92,6 +82,30 @@ class ActorCritic(nn.Module):
         self.channels_last = spec.is_image and len(spec.obs_shape) == 3
         if self.channels_last:
             self.encoder.to(memory_format=torch.channels_last)
+
+    def _initialise(self, init: str, continuous: int) -> None:
+        """model.init: orthogonal | orthogonal_heads | torch_default (every layer as PyTorch made it)."""
+        if init == "orthogonal_heads":
+            # Sample Factory 2.1.1's orthogonal init as it happens: its encoder is TorchScript, whose
+            # layers its `type(layer) == nn.Conv2d` test misses, so only the heads become orthogonal;
+            # the encoder keeps PyTorch's weights (rows of norm ~0.58 against orthogonal's 1) with its
+            # biases zeroed, the core PyTorch's own (benchmarks/learner_step_vs_sf.py measured it)
+            for module in [*self.encoder.modules(), *(self.meas_mlp.modules() if self.use_meas else [])]:
+                if isinstance(module, (nn.Conv2d, nn.Linear)):
+                    nn.init.zeros_(module.bias)
+            _init(self.actor)
+            _init(self.critic)
+        elif init == "orthogonal":
+            self.apply(_init)
+        if init != "torch_default" and continuous:
+            # The Gaussian means start near 0 (the rows of the actor that give them: gain 0.01,
+            # as CleanRL's and Stable-Baselines3's PPO): at gain 1 they start at about +-0.5
+            # (std 0.66 on unit-normal inputs), a control cost on top of the spread's, and
+            # Ant-v5 learned to fall over at once (issue 52: mean return over 0.5-1M steps -8
+            # at gain 1, 382 at 0.01 with nothing else changed;
+            # docs/environments.md#ant-the-die-early-optimum)
+            with torch.no_grad():
+                nn.init.orthogonal_(self.actor.weight[self.heads.num_logits:], gain=0.01)
 
     def _features(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
         # pixels become float in channels-last layout (one copy for both), which the convolutions keep
