@@ -9,12 +9,14 @@ statistics into Sample Factory's model, builds its learner (`Learner._prepare_ba
 
     python benchmarks/learner_step_vs_sf.py collect RUN_DIR OUT.pt [--trajectories 32] [--init] [--set K=V]
     SF_PYTHON benchmarks/learner_step_vs_sf.py sf OUT.pt SF_RUN_DIR/config.json
+    python benchmarks/learner_step_vs_sf.py features OUT.pt [--env doom_defend_the_center]
 
 RUN_DIR: one of our runs of a VizDoom scenario (its config.yaml and latest checkpoint; --init: a
 freshly initialised model of that config instead, seeded with the run's seed). Sample Factory's
 side runs twice: "same stats" (its running normalisers frozen at ours' statistics, so any
 difference is the loss arithmetic) and "as SF" (it folds the batch into its observation and
-return normalisers before it normalises, as it trains).
+return normalisers before it normalises, as it trains). `features`: the feature scales each
+model.init gives at the start, on the collected frames.
 """
 from __future__ import annotations
 
@@ -219,6 +221,34 @@ def sf(args) -> None:
         print(f"  {'all':24s} {total_o ** 0.5:10.3e} {total_s ** 0.5:10.3e} {(total_s / total_o) ** 0.5:8.3f}")
 
 
+@torch.no_grad()
+def features(args) -> None:
+    """How large each model.init makes the features at the start, on the collected frames (normalised
+    with the run's pixel statistics): the encoder's output, the GRU's after 8 steps, the logits,
+    and the policy's entropy."""
+    import launch.cli.app  # noqa: F401 - registers the schema in Hydra's ConfigStore
+    from launch.cli.overrides import compose_checked
+    from nodes.envs import env_spec
+    from nodes.models.actor_critic import ActorCritic
+
+    saved = torch.load(args.batch, weights_only=False)
+    obs = saved["batch"]["obs"][:, :8].reshape(-1, *saved["batch"]["obs"].shape[2:])
+    stats = {k[len("obs_norm."):]: v for k, v in saved["model"].items() if k.startswith("obs_norm.")}
+    for init in ("orthogonal", "orthogonal_heads", "torch_default"):
+        cfg = compose_checked("config", [f"env={args.env}", f"model.init={init}"])
+        torch.manual_seed(0)
+        model = ActorCritic(env_spec(cfg.env), cfg.model)
+        model.obs_norm.load_state_dict(stats)
+        x = model.encoder(model.obs_norm(obs))
+        h = torch.zeros(obs.shape[0], model.state_size)
+        for _ in range(8):
+            h = model.core(x, h)
+        logits = model.actor(h)
+        entropy = float(model.heads.log_prob_and_entropy(logits, torch.zeros(len(h), len(model.heads.sizes)))[1].mean())
+        print(f"{init:17s} encoder output rms {x.pow(2).mean().sqrt():.3f}  GRU output rms "
+              f"{h.pow(2).mean().sqrt():.3f}  logits std {logits.std():.3f}  entropy {entropy:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="cmd", required=True)
@@ -232,8 +262,11 @@ def main() -> None:
     s = sub.add_parser("sf")
     s.add_argument("batch")
     s.add_argument("config")
+    f = sub.add_parser("features")
+    f.add_argument("batch")
+    f.add_argument("--env", default="doom_defend_the_center")
     args = parser.parse_args()
-    collect(args) if args.cmd == "collect" else sf(args)
+    {"collect": collect, "sf": sf, "features": features}[args.cmd](args)
 
 
 if __name__ == "__main__":
