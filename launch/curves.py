@@ -18,7 +18,8 @@ its env reports an objective of its own, e.g. the gathering scenarios) - except 
 gym's RecordEpisodeStatistics): that is the raw env's whole-episode score, unscaled, the game's
 score over all lives on Atari, where its true objective is one life's clipped reward (its
 EpisodicLifeEnv ends an episode at each lost life: on Breakout about a fifth of the game's score;
-on Pong, which has no lives and points of 1, the same). Time counts from the
+on Pong, which has no lives and points of 1, the same). --metric entropy compares the policy's
+entropy per learner step instead (both trainers' `train/entropy`, nats, never rescaled). Time counts from the
 first line of the run's log (the launch), so start-up is included for both. Prints one table row
 per frame mark and a JSON line with the same figures.
 --plot FILE draws the curves (against frames and against time since launch; launch.tools.plots).
@@ -59,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--every", type=int, default=100_000, help="frame marks of the table")
     p.add_argument("--sf-reward-scale", type=float, default=1.0, help="Sample Factory's reward scaling of the env")
     p.add_argument("--metric", choices=sorted(TAGS), default="true_objective",
-                   help="what is compared: the true objective (default) or the logged reward")
+                   help="what is compared: the true objective (default), the logged reward, or the "
+                        "policy's entropy (train/entropy of both trainers, in nats)")
     p.add_argument("--mean-from", type=int, default=None,
                    help="also print each run's mean reward from these frames to the last common frame")
     p.add_argument("--plot", default=None, metavar="FILE",

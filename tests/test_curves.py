@@ -16,9 +16,10 @@ def _launch_ts() -> float:
     return datetime.strptime(LAUNCH, "%Y-%m-%d %H:%M:%S,%f").timestamp()
 
 
-def write_ours(run, points, objective=None):
+def write_ours(run, points, objective=None, entropy=None):
     """A run directory of ours: tb/ with episode/reward (and episode/true_objective, objective(reward),
-    when given; runs before it had none), train.log whose first line is the launch."""
+    when given; runs before it had none; train/entropy, entropy(reward), when given), train.log whose
+    first line is the launch."""
     run.mkdir()
     (run / "train.log").write_text(f"[{LAUNCH}][nodes][INFO] - node starting\n")
     with SummaryWriter(str(run / "tb")) as w:
@@ -26,9 +27,11 @@ def write_ours(run, points, objective=None):
             w.add_scalar("episode/reward", reward, frames, walltime=_launch_ts() + seconds)
             if objective is not None:
                 w.add_scalar("episode/true_objective", objective(reward), frames, walltime=_launch_ts() + seconds)
+            if entropy is not None:
+                w.add_scalar("train/entropy", entropy(reward), frames, walltime=_launch_ts() + seconds)
 
 
-def write_sf(run, points, scale, objective=None, whole=None):
+def write_sf(run, points, scale, objective=None, whole=None, entropy=None):
     """A Sample Factory 2 experiment: .summary/0 with reward/reward (times its reward scale) and
     policy_stats/avg_true_objective (its scaled reward, as SF logs it for an env with no objective
     of its own, or objective(reward)), and where `whole` is given whole(reward) as its
@@ -43,6 +46,8 @@ def write_sf(run, points, scale, objective=None, whole=None):
             w.add_scalar("policy_stats/avg_true_objective", true, frames, walltime=t)
             if whole is not None:
                 w.add_scalar("policy_stats/avg_RecordEpisodeStatistics_reward", whole(reward), frames, walltime=t)
+            if entropy is not None:
+                w.add_scalar("train/entropy", entropy(reward), frames, walltime=t)
 
 
 @pytest.fixture()
@@ -104,6 +109,13 @@ def test_the_true_objective_is_compared_by_default_and_the_reward_on_request(tmp
     assert out["runs"]["sf"]["frames_to_threshold"] == 300_000 and out["runs"]["ours"]["frames_to_threshold"] is None
     out = curves.main(runs + ["--metric", "reward", "--every", "200000"])
     assert out["runs"]["ours"]["reward_at_marks"] == out["runs"]["sf"]["reward_at_marks"] == [10.0, 20.0, 20.0]
+    # --metric entropy: both trainers' train/entropy, Sample Factory's not divided by its reward scale
+    write_ours(tmp_path / "ours_h", points, entropy=lambda r: r / 100)
+    write_sf(tmp_path / "sf_h", points, 0.01, entropy=lambda r: r / 50)
+    out = curves.main([str(tmp_path / "ours_h"), str(tmp_path / "sf_h"), "--metric", "entropy",
+                       "--sf-reward-scale", "0.01", "--every", "200000"])
+    assert out["runs"]["ours_h"]["reward_at_marks"] == pytest.approx([0.1, 0.2, 0.2])
+    assert out["runs"]["sf_h"]["reward_at_marks"] == pytest.approx([0.2, 0.4, 0.4])
     write_ours(tmp_path / "before", points)  # logged before the true objective: its reward stands for it
     assert curves.main([str(tmp_path / "before"), "--every", "200000"])["runs"]["before"]["reward_at_marks"] == [
         10.0, 20.0, 20.0]

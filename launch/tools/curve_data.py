@@ -71,7 +71,9 @@ def _scalars(tb_dir: Path, tag: str):
 
 
 TAGS = {"reward": ("episode/reward", "reward/reward"),  # --metric: (ours, Sample Factory's)
-        "true_objective": ("episode/true_objective", "policy_stats/avg_true_objective")}
+        "true_objective": ("episode/true_objective", "policy_stats/avg_true_objective"),
+        # the policy's entropy in nats, per learner step (not a score: no reward scale applies)
+        "entropy": ("train/entropy", "train/entropy")}
 SF_WHOLE_EPISODE = "policy_stats/avg_RecordEpisodeStatistics_reward"  # the raw env's score, all lives
 
 
@@ -83,7 +85,7 @@ def _sf(tb_dir: Path, metric: str, sf_scale: float):
             return _scalars(tb_dir, SF_WHOLE_EPISODE), 1.0
         except SystemExit:
             pass
-    return _scalars(tb_dir, TAGS[metric][1]), sf_scale
+    return _scalars(tb_dir, TAGS[metric][1]), (1.0 if metric == "entropy" else sf_scale)
 
 
 def _ours(tb_dir: Path, metric: str):

@@ -192,8 +192,10 @@ class ActorCritic(nn.Module):
 
 def _init(module: nn.Module) -> None:
     # Orthogonal weights with gain 1 and zero biases for conv and linear layers (heads included);
-    # the GRU keeps PyTorch's own initialisation. Sample Factory's defaults, which learn VizDoom
-    # quickly; a larger gain made the policy collapse early, a tiny actor gain made it crawl.
+    # the GRU keeps PyTorch's own initialisation. Sample Factory's settings as its config names them
+    # (policy_initialization=orthogonal, gain 1); what its code does with them is orthogonal_heads
+    # (ActorCritic._initialise). A larger gain made the policy collapse early, a tiny actor gain
+    # made it crawl.
     if isinstance(module, (nn.Conv2d, nn.Linear)):
         nn.init.orthogonal_(module.weight, gain=1.0)
         nn.init.zeros_(module.bias)
