@@ -10,13 +10,15 @@ statistics into Sample Factory's model, builds its learner (`Learner._prepare_ba
     python benchmarks/learner_step_vs_sf.py collect RUN_DIR OUT.pt [--trajectories 32] [--init] [--set K=V]
     SF_PYTHON benchmarks/learner_step_vs_sf.py sf OUT.pt SF_RUN_DIR/config.json
     python benchmarks/learner_step_vs_sf.py features OUT.pt [--env doom_defend_the_center]
+    SF_PYTHON benchmarks/learner_step_vs_sf.py sf-init SF_RUN_DIR/config.json
 
 RUN_DIR: one of our runs of a VizDoom scenario (its config.yaml and latest checkpoint; --init: a
 freshly initialised model of that config instead, seeded with the run's seed). Sample Factory's
 side runs twice: "same stats" (its running normalisers frozen at ours' statistics, so any
 difference is the loss arithmetic) and "as SF" (it folds the batch into its observation and
 return normalisers before it normalises, as it trains). `features`: the feature scales each
-model.init gives at the start, on the collected frames.
+model.init gives at the start, on the collected frames; `sf-init`: what Sample Factory's init leaves of
+each layer of the model it builds (row norms: orthogonal rows have norm 1).
 """
 from __future__ import annotations
 
@@ -222,6 +224,33 @@ def sf(args) -> None:
 
 
 @torch.no_grad()
+def sf_init(args) -> None:
+    """Sample Factory's side, in its venv: the model it builds from its config (3x72x128 pixels, the
+    heads 3 and 2 of defend_the_center), each layer's weight row norms and largest |bias|: what its
+    policy_initialization left of each (orthogonal rows have norm 1)."""
+    import json
+
+    import gymnasium as gym
+    from sample_factory.model.actor_critic import create_actor_critic
+    from sample_factory.utils.attr_dict import AttrDict
+    from sf_examples.vizdoom.train_vizdoom import register_vizdoom_components
+
+    register_vizdoom_components()
+    with open(args.config) as f:
+        cfg = AttrDict(json.load(f))
+    torch.manual_seed(0)
+    obs = gym.spaces.Dict({"obs": gym.spaces.Box(0, 255, (3, 72, 128), np.uint8)})
+    model = create_actor_critic(cfg, obs, gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Discrete(2))))
+    params = dict(model.named_parameters())
+    for name, w in params.items():
+        if name.endswith("weight") or "weight_" in name:
+            rows = w.flatten(1).norm(dim=1)
+            bias = params.get(name.replace("weight", "bias"))
+            print(f"{name:52s} row norms {float(rows.min()):.3f}-{float(rows.max()):.3f}  "
+                  f"max |bias| {float(bias.abs().max()) if bias is not None else float('nan'):.4f}")
+
+
+@torch.no_grad()
 def features(args) -> None:
     """How large each model.init makes the features at the start, on the collected frames (normalised
     with the run's pixel statistics): the encoder's output, the GRU's after 8 steps, the logits,
@@ -262,11 +291,13 @@ def main() -> None:
     s = sub.add_parser("sf")
     s.add_argument("batch")
     s.add_argument("config")
+    i = sub.add_parser("sf-init")
+    i.add_argument("config")
     f = sub.add_parser("features")
     f.add_argument("batch")
     f.add_argument("--env", default="doom_defend_the_center")
     args = parser.parse_args()
-    {"collect": collect, "sf": sf, "features": features}[args.cmd](args)
+    {"collect": collect, "sf": sf, "sf-init": sf_init, "features": features}[args.cmd](args)
 
 
 if __name__ == "__main__":
