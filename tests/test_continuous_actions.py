@@ -219,9 +219,10 @@ def test_rescaled_actions_are_in_units_of_the_bounds_before_and_after_clipping()
 
 
 @pytest.mark.parametrize("env_id,message", [
-    ("MultiBinaryActions", "env=gym supports Discrete and Box action spaces, 'tests.envs:MultiBinaryActions-v0' has "
-                           "MultiBinary(3)"),
-    ("SquareBoxActions", "env=gym supports flat Box action spaces, 'tests.envs:SquareBoxActions-v0' has shape (2, 2)"),
+    ("MultiBinaryActions", "env=gym supports Discrete, MultiDiscrete, flat Box action spaces and Tuples of them, "
+                           "env.id 'tests.envs:MultiBinaryActions-v0' has MultiBinary(3)"),
+    ("SquareBoxActions", "env=gym supports Discrete, MultiDiscrete, flat Box action spaces and Tuples of them, "
+                         "env.id 'tests.envs:SquareBoxActions-v0' has Box(-1.0, 1.0, (2, 2), float32)"),
     ("UnboundedBoxActions", "env=gym needs finite Box action bounds"),
 ])
 def test_unsupported_action_spaces_are_refused_in_one_line(env_id, message):
@@ -231,7 +232,7 @@ def test_unsupported_action_spaces_are_refused_in_one_line(env_id, message):
 
 
 def test_env_mujoco_without_a_task_is_refused_in_one_line():
-    with pytest.raises(ConfigError, match=r"^env=mujoco needs env.id, e.g. env.id=HalfCheetah-v5$"):
+    with pytest.raises(ConfigError, match=r"^env=mujoco needs env.id, e.g. env.id=HalfCheetah-v5 \(or env.make=pkg.module:function\)$"):
         check_env_config(compose("env=mujoco").env)
 
 

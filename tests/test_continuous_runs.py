@@ -72,7 +72,8 @@ def test_a_dict_action_space_is_refused_in_one_line(run_dir):
     proc = train(run_dir, "env=gym", "env.id=tests.envs:DictActions-v0", check=False, timeout=120)
     assert proc.returncode == 2
     assert one_error_line(proc).startswith(
-        "error: env=gym supports Discrete and Box action spaces, 'tests.envs:DictActions-v0' has Dict(")
+        "error: env=gym supports Discrete, MultiDiscrete, flat Box action spaces and Tuples of them, "
+        "env.id 'tests.envs:DictActions-v0' has Dict(")
 
 
 def test_mujoco_task_without_mujoco_is_refused_in_one_line(run_dir):

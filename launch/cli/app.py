@@ -17,6 +17,7 @@ from nodes.config.schema import Config
 from nodes.config.validate import validate
 from nodes.envs import check_env_config
 from nodes.errors import ConfigError
+from nodes.models.actor_critic import check_model
 
 register("schema", Config)  # conf/config.yaml's first default: types, defaults, unknown keys
 
@@ -24,7 +25,7 @@ register("schema", Config)  # conf/config.yaml's first default: types, defaults,
 def check(cfg: Config) -> None:
     """Every check a composed config must pass before anything starts (raises ConfigError)."""
     validate(cfg)
-    check_env_config(cfg.env)
+    check_model(check_env_config(cfg.env), cfg.model)
     if cfg.launcher.name == "slurm":
         from launch import slurm
         slurm.check(cfg)

@@ -16,7 +16,20 @@ class EnvConfig:
     name: str = "doom_basic"  # the conf/env/ option that selected this env (run directories are named by it)
     family: str = "doom"  # doom | atari | dmlab | gym
     # doom: a scenario .cfg bundled with vizdoom; atari: ALE/<Game>-v5; dmlab: a level; gym: a gymnasium id
+    # ("pkg.module:EnvId" imports pkg.module first, which registers EnvId)
     id: str = "basic.cfg"
+    # gym: instead of env.id, a function that returns a gymnasium.Env, "pkg.module:function" (a
+    # module of your own, importable in every process: docs/your-environment.md); it is called
+    # with env.kwargs, and may wrap the env in gymnasium's wrappers (resize, grayscale, frame stacking)
+    make: str = ""
+    # gym: keyword arguments for gym.make(env.id, ...) or env.make's function (+env.kwargs.size=8)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # gym: keys of a Dict observation the model never sees (not stored either), e.g. MiniGrid's
+    # text `mission`, which no encoder takes
+    drop_keys: list[str] = field(default_factory=list)
+    # gym: where a uint8 image observation keeps its channels: auto (HxWxC when the last dim is 1, 3
+    # or 4, else CxHxW when the first is) | last (HxWxC) | first (CxHxW)
+    channels: str = "auto"
     # python: each env a Python object stepped by its rollout worker | envpool: each env group of a
     # rollout worker one EnvPool batch stepped in C++ (Atari and EnvPool's gym tasks: MuJoCo,
     # classic control; nodes/envs/envpool_env.py); evaluation and enjoy step the python backend

@@ -118,6 +118,12 @@ def _validate_env(cfg: Any) -> None:
     need(e.backend in ("python", "envpool"), f"env.backend must be python or envpool, got '{e.backend}'")
     need(e.frame_stack >= 1, f"env.frame_stack must be >= 1, got {e.frame_stack}")
     need(e.noop_max >= 0, f"env.noop_max must be >= 0, got {e.noop_max}")
+    need(e.channels in ("auto", "first", "last"), f"env.channels must be auto, first or last, got '{e.channels}'")
+    gym_only = [k for k, v in (("env.make", e.make), ("env.kwargs", e.kwargs), ("env.drop_keys", e.drop_keys),
+                               ("env.channels", e.channels != "auto")) if v]
+    need(e.family == "gym" or not gym_only,
+         f"{gym_only[0] if gym_only else ''} is an option of gymnasium envs (env=gym); "
+         f"env={e.name} is family '{e.family}'")
 
 
 def _validate_model(cfg: Any) -> None:
@@ -128,8 +134,8 @@ def _validate_model(cfg: Any) -> None:
     need(m.obs_norm_eps > 0, f"model.obs_norm_eps must be > 0, got {m.obs_norm_eps}")
     need(m.action_std > 0,
          f"model.action_std must be > 0 (the continuous actions' std at the start), got {m.action_std}")
-    need(m.encoder in ("auto", "conv", "nature", "impala", "mlp"),
-         f"model.encoder must be auto, conv, nature, impala or mlp, got '{m.encoder}'")
+    need(m.encoder in ("auto", "conv", "nature", "impala", "mlp") or re.fullmatch(r"[\w.]+:\w+", m.encoder),
+         f"model.encoder must be auto, conv, nature, impala, mlp or pkg.module:Class (your own), got '{m.encoder}'")
     need(m.mlp_activation in ("elu", "tanh", "relu"),
          f"model.mlp_activation must be elu, tanh or relu, got '{m.mlp_activation}'")
     need(m.init in ("orthogonal", "orthogonal_heads", "torch_default"),

@@ -3,7 +3,9 @@
 Every wrapper has the same small interface, used by the rollout workers and launch.enjoy:
     spec                      EnvSpec (observation shape/dtype, action heads and dims, measurements)
     reset() -> obs            numpy array of spec.obs_shape / spec.obs_dtype; for an env with
-                              measurements (spec.meas_size > 0) a pair (pixels, float32 vector)
+                              measurements (spec.meas_size > 0) a pair (pixels, float32 vector);
+                              an env of named keys (spec.keys) packs them into that
+                              (nodes.envs.observations.Packer)
     step(action) -> (obs, reward, done, info)
         action   what `action_converter(spec)` makes of the policy's row: an int for one discrete
                  head, an int64 array (one per head) for several; for continuous dims (a Box) a
@@ -58,6 +60,10 @@ class EnvSpec:
     # and random actions are uniform between them.
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
+    # Named observation keys (nodes.envs.observations.ObsKey) stored in the obs/meas pair: a gymnasium
+    # Dict, image, categorical or array observation. () = the plain pair (pixels or one vector, and
+    # VizDoom's game variables), read by the model's own encoder and measurements MLP
+    keys: tuple = ()
 
     @property
     def num_heads(self) -> int:
@@ -120,12 +126,14 @@ def _module(family: str):
     raise ConfigError(f"unknown env.family '{family}' (available: {', '.join(FAMILIES)})")
 
 
-def check_env_config(env_cfg) -> None:
-    """Raise ConfigError (one line) if this env cannot be created here. Starts no engine."""
-    _module(env_cfg.family).check(env_cfg)
+def check_env_config(env_cfg) -> EnvSpec:
+    """Raise ConfigError (one line) if this env cannot be created here; else its spec. Starts no
+    engine (a gymnasium env is made, reset once and closed: nodes.envs.gym_env.check)."""
+    spec = _module(env_cfg.family).check(env_cfg)
     if env_cfg.backend == "envpool":
         from nodes.envs import envpool_env
         envpool_env.check(env_cfg)
+    return spec if spec is not None else env_spec(env_cfg)
 
 
 def env_spec(env_cfg) -> EnvSpec:

@@ -56,6 +56,9 @@ def check(env_cfg) -> None:
     if env_cfg.family not in FAMILIES:
         raise ConfigError(f"env.backend=envpool runs env families {', '.join(FAMILIES)}, "
                           f"not '{env_cfg.family}' (env={env_cfg.name}): use env.backend=python")
+    if env_cfg.make or env_cfg.kwargs:
+        raise ConfigError("env.backend=envpool makes EnvPool's own tasks by env.id: env.make and env.kwargs "
+                          "need env.backend=python")
     envpool = _envpool()
     if task_id(env_cfg) not in envpool.list_all_envs():
         raise ConfigError(f"EnvPool has no task '{task_id(env_cfg)}' (env.id={env_cfg.id}); "

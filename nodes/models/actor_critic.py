@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
+from nodes.errors import ConfigError, one_line
 from nodes.models.encoders import ENCODERS
 from nodes.models.heads import ActionHeads
+from nodes.models.inputs import KeyedEncoder, build_custom, split_inputs
 from nodes.models.normalisers import RunningNorm
 
 IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (ActorCritic.norm_updates)
@@ -36,23 +39,21 @@ class ActorCritic(nn.Module):
 
     def __init__(self, spec, model_cfg):
         super().__init__()
-        kind = model_cfg.encoder
-        if kind == "auto":
-            kind = "conv" if spec.is_image else "mlp"
-        # Observations stay uint8 in the buffers (4x less memory); they become floats here.
-        self.obs_norm = RunningNorm(spec.obs_shape, eps=model_cfg.obs_norm_eps)
-        extra = {"activation": model_cfg.mlp_activation} if kind == "mlp" else {}
-        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size, model_cfg.fc_layers, **extra)
-        width = model_cfg.fc_size
-        # The "full" model: game variables (health, ammo, ...) through their own MLP, joined
-        # with the image features before the core. Their scales differ wildly (health 100,
-        # kills 1), so they are normalised like the pixels.
-        self.use_meas = bool(model_cfg.measurements) and spec.meas_size > 0
-        if self.use_meas:
-            self.meas_norm = RunningNorm((spec.meas_size,))
-            self.meas_mlp = nn.Sequential(nn.Linear(spec.meas_size, MEAS_SIZE), nn.ELU(),
-                                          nn.Linear(MEAS_SIZE, MEAS_SIZE), nn.ELU())
-            width += MEAS_SIZE
+        self.spec = spec
+        self.custom = ":" in model_cfg.encoder  # the user's encoder class (nodes.models.inputs)
+        # What reads the observation: the user's encoder, one encoder per named key
+        # (spec.keys: a gymnasium Dict, image or categorical observation), or (None) the plain
+        # pair's own below, whose module names every checkpoint of a shipped env holds
+        self.inputs = None
+        self.use_meas = False
+        if self.custom:
+            self.inputs = build_custom(spec, model_cfg)
+            width = self.inputs.out_size
+        elif spec.keys:
+            self.inputs = KeyedEncoder(spec, model_cfg)
+            width = self.inputs.out_size
+        else:
+            width = self._plain_encoder(spec, model_cfg)
         self.core_kind = model_cfg.core
         self.recurrent = self.core_kind != "none"
         hidden = model_cfg.hidden_size
@@ -79,9 +80,30 @@ class ActorCritic(nn.Module):
         # CPU kernels ran the simplified encoder's forward + backward 22% faster that way here
         # (batch 1056: 0.97 -> 0.76 s), and it is cuDNN's preferred layout too. Values, state
         # dicts, checksums and the flat weights hand-off are layout-blind (logical order).
-        self.channels_last = spec.is_image and len(spec.obs_shape) == 3
+        self.channels_last = self.inputs is None and spec.is_image and len(spec.obs_shape) == 3
         if self.channels_last:
             self.encoder.to(memory_format=torch.channels_last)
+
+    def _plain_encoder(self, spec, model_cfg) -> int:
+        """The plain pair's encoder (+ measurements MLP); returns the features' width."""
+        kind = model_cfg.encoder
+        if kind == "auto":
+            kind = "conv" if spec.is_image else "mlp"
+        # Observations stay uint8 in the buffers (4x less memory); they become floats here.
+        self.obs_norm = RunningNorm(spec.obs_shape, eps=model_cfg.obs_norm_eps)
+        extra = {"activation": model_cfg.mlp_activation} if kind == "mlp" else {}
+        self.encoder = ENCODERS[kind](spec.obs_shape, model_cfg.fc_size, model_cfg.fc_layers, **extra)
+        width = model_cfg.fc_size
+        # The "full" model: game variables (health, ammo, ...) through their own MLP, joined
+        # with the image features before the core. Their scales differ wildly (health 100,
+        # kills 1), so they are normalised like the pixels.
+        self.use_meas = bool(model_cfg.measurements) and spec.meas_size > 0
+        if self.use_meas:
+            self.meas_norm = RunningNorm((spec.meas_size,))
+            self.meas_mlp = nn.Sequential(nn.Linear(spec.meas_size, MEAS_SIZE), nn.ELU(),
+                                          nn.Linear(MEAS_SIZE, MEAS_SIZE), nn.ELU())
+            width += MEAS_SIZE
+        return width
 
     def _initialise(self, init: str, continuous: int) -> None:
         """model.init: orthogonal | orthogonal_heads | torch_default (every layer as PyTorch made it)."""
@@ -90,13 +112,18 @@ class ActorCritic(nn.Module):
             # layers its `type(layer) == nn.Conv2d` test misses, so only the heads become orthogonal;
             # the encoder keeps PyTorch's weights (rows of norm ~0.58 against orthogonal's 1) with its
             # biases zeroed, the core PyTorch's own (benchmarks/learner_step_vs_sf.py measured it)
-            for module in [*self.encoder.modules(), *(self.meas_mlp.modules() if self.use_meas else [])]:
+            encoders = [self.inputs] if self.inputs is not None else [self.encoder]
+            for module in [m for e in encoders for m in e.modules()] + list(
+                    self.meas_mlp.modules() if self.use_meas else []):
                 if isinstance(module, (nn.Conv2d, nn.Linear)):
                     nn.init.zeros_(module.bias)
             _init(self.actor)
             _init(self.critic)
         elif init == "orthogonal":
-            self.apply(_init)
+            # every built-in layer; a custom encoder keeps the initialisation its author gave it
+            for name, module in self.named_children():
+                if not (self.custom and name == "inputs"):
+                    module.apply(_init)
         if init != "torch_default" and continuous:
             # The Gaussian means start near 0 (the rows of the actor that give them: gain 0.01,
             # as CleanRL's and Stable-Baselines3's PPO): at gain 1 they start at about +-0.5
@@ -108,6 +135,10 @@ class ActorCritic(nn.Module):
                 nn.init.orthogonal_(self.actor.weight[self.heads.num_logits:], gain=0.01)
 
     def _features(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
+        if self.custom:
+            return self.inputs(split_inputs(self.spec, obs, meas))
+        if self.inputs is not None:
+            return self.inputs(obs, meas)
         # pixels become float in channels-last layout (one copy for both), which the convolutions keep
         layout = torch.channels_last if self.channels_last else torch.preserve_format
         x = self.encoder(self.obs_norm(obs, layout))
@@ -185,9 +216,40 @@ class ActorCritic(nn.Module):
         IMAGE_STATS_EVERY-th step of each trajectory: a learner batch of VizDoom frames is 28 M
         values, and their moments (then in float64) cost a seventh of the learner's step; a per-pixel mean
         over hundreds of steps of 128+ frames each is as good as over 1024 each."""
+        if self.custom:
+            own = getattr(self.inputs, "norm_updates", None)
+            b, t = obs.shape[:2]
+            return list(own(split_inputs(self.spec, obs.reshape(b * t, *obs.shape[2:]),
+                                         meas.reshape(b * t, *meas.shape[2:])))) if own else []
+        if self.inputs is not None:
+            return self.inputs.norm_updates(obs, meas)
         if obs.dim() > 3:
             obs = obs[:, ::IMAGE_STATS_EVERY]
         return [(self.obs_norm, obs)] + ([(self.meas_norm, meas)] if self.use_meas else [])
+
+
+def check_model(spec, model_cfg) -> None:
+    """Refuse (one line) a model that cannot be built for this env or whose encoder gives other
+    features than it declares: built once on the CPU and run on a batch of two zero observations."""
+    try:
+        model = ActorCritic(spec, model_cfg)
+    except ConfigError:
+        raise
+    except (RuntimeError, ValueError) as exc:  # a shape no layer takes
+        raise ConfigError(f"model={model_cfg.name} (model.encoder={model_cfg.encoder}) cannot be built for this env's "
+                          f"observation: {one_line(exc)}") from None
+    if not model.custom:
+        return
+    obs = torch.zeros(2, *spec.obs_shape, dtype=torch.uint8 if spec.obs_dtype == np.uint8 else torch.float32)
+    try:
+        with torch.no_grad():
+            out = model.inputs(split_inputs(spec, obs, torch.zeros(2, spec.meas_size)))
+    except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises, one line
+        raise ConfigError(f"model.encoder '{model_cfg.encoder}': {type(exc).__name__} in forward on a batch "
+                          f"of zero observations: {one_line(exc)}") from None
+    if tuple(out.shape) != (2, model.inputs.out_size):
+        raise ConfigError(f"model.encoder '{model_cfg.encoder}' declares out_size={model.inputs.out_size} but its "
+                          f"forward gave {tuple(out.shape)} for a batch of 2 (expected (2, {model.inputs.out_size}))")
 
 
 def _init(module: nn.Module) -> None:
