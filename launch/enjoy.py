@@ -144,6 +144,14 @@ def choose_seats(cfg, opt) -> list[int]:
 
 
 def main(argv) -> int:
+    result = run(argv)
+    print(result.pop("said"))
+    print(json.dumps(result), flush=True)
+    return 0
+
+
+def run(argv) -> dict:
+    """Play as the options say; the figures (the JSON line of main), and under "said" the human line."""
     args = parse(argv)
     from launch.process.resolved import read_resolved
     from nodes.evaluation.play import play
@@ -185,10 +193,10 @@ def main(argv) -> int:
     if matches:
         m = result["match"]
         said += f", matches: frags {m['frags']:.2f} deaths {m['deaths']:.2f} place {m['place']:.2f} win {m['win']:.0%}"
-    print(f"{cfg.env.name}: {len(scores)} episodes, reward {result['reward_mean']:.2f} +- {result['reward_std']:.2f} "
-          f"(unscaled), length {result['length_mean']:.1f}" + said + (f", video {recorder.path}" if recorder else ""))
-    print(json.dumps(result), flush=True)
-    return 0
+    result["said"] = (f"{cfg.env.name}: {len(scores)} episodes, reward {result['reward_mean']:.2f} +- "
+                      f"{result['reward_std']:.2f} (unscaled), length {result['length_mean']:.1f}" + said
+                      + (f", video {recorder.path}" if recorder else ""))
+    return result
 
 
 if __name__ == "__main__":

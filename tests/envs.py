@@ -111,3 +111,100 @@ _with_actions("DictActions", gym.spaces.Dict({"move": gym.spaces.Discrete(3), "t
 _with_actions("MultiBinaryActions", gym.spaces.MultiBinary(3))
 _with_actions("SquareBoxActions", gym.spaces.Box(-1.0, 1.0, (2, 2), np.float32))
 _with_actions("UnboundedBoxActions", gym.spaces.Box(-np.inf, np.inf, (2,), np.float32))
+
+
+class DictBandit(gym.Env):
+    """A Dict observation (an HxWxC image, a categorical, a vector, and a text no encoder takes) and
+    three binary action heads (MultiDiscrete): head i is paid 1/3 when it matches key i's bit: the
+    image bright, the direction, vec[0] > 0. 8-step episodes: a policy that reads every key scores
+    8, one blind to any key at most 6.7, a random one 4. check=True: step() asserts the action it
+    gets is the MultiDiscrete's own (an int64 array of 3)."""
+
+    observation_space = gym.spaces.Dict({
+        "image": gym.spaces.Box(0, 255, (36, 36, 3), np.uint8), "direction": gym.spaces.Discrete(2),
+        "vec": gym.spaces.Box(-1.0, 1.0, (3,), np.float32), "mission": gym.spaces.Text(16)})
+    action_space = gym.spaces.MultiDiscrete([2, 2, 2])
+
+    def _observe(self):
+        self.bits = self.np_random.integers(0, 2, 3)
+        vec = self.np_random.uniform(0.1, 1.0, 3).astype(np.float32) * (1 if self.bits[2] else -1)
+        image = np.full((36, 36, 3), 200 if self.bits[0] else 30, np.uint8)
+        return {"image": image, "direction": int(self.bits[1]), "vec": vec, "mission": "getthebits"}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        assert isinstance(action, np.ndarray) and action.shape == (3,), action
+        reward = float((np.asarray(action) == self.bits).sum()) / 3
+        self.t += 1
+        return self._observe(), reward, self.t >= 8, False, {}
+
+
+gym.register("DictBandit-v0", entry_point=DictBandit)
+
+
+class PixelBandit(gym.Env):
+    """An HxWxC uint8 image, all bright or all dark: reward 1 for action 1 on bright, 0 on dark; 8-step
+    episodes (perfect 8, random 4)."""
+
+    observation_space = gym.spaces.Box(0, 255, (36, 36, 3), np.uint8)
+    action_space = gym.spaces.Discrete(2)
+
+    def _observe(self):
+        self.bright = int(self.np_random.integers(0, 2))
+        return np.full((36, 36, 3), 200 if self.bright else 30, np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._observe(), {}
+
+    def step(self, action):
+        reward = float(int(action) == self.bright)
+        self.t += 1
+        return self._observe(), reward, self.t >= 8, False, {}
+
+
+gym.register("PixelBandit-v0", entry_point=PixelBandit)
+
+
+class TupleBandit(SignBandit):
+    """A Tuple action, (Discrete(2, start=1), Box(-1, 1, (1,))): half a point when the discrete part
+    is the sign of obs[0] (2: positive, 1: not), half when the continuous part has obs[1]'s sign
+    (perfect 8, random 4). step() asserts the action is the Tuple's own: (int, float32 array of 1)."""
+
+    action_space = gym.spaces.Tuple((gym.spaces.Discrete(2, start=1), gym.spaces.Box(-1.0, 1.0, (1,), np.float32)))
+
+    def step(self, action):
+        choice, amount = action
+        assert isinstance(choice, int) and choice in (1, 2) and amount.shape == (1,), action
+        reward = 0.5 * float(choice == 1 + int(self.obs[0] > 0)) + 0.5 * float(amount[0] * self.obs[1] > 0)
+        self.t += 1
+        self.obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
+        return self.obs, reward, self.t >= 8, False, {}
+
+
+gym.register("TupleBandit-v0", entry_point=TupleBandit)
+
+
+class LyingObs(SignBandit):
+    """Declares a (4,) float32 observation inside a Dict and returns (5,)."""
+
+    observation_space = gym.spaces.Dict({"vec": gym.spaces.Box(-1.0, 1.0, (4,), np.float32)})
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return {"vec": np.zeros(5, np.float32)}, {}
+
+
+gym.register("LyingObs-v0", entry_point=LyingObs)
+
+
+def make_dict_bandit(raise_error: bool = False):
+    """An env.make factory: DictBandit, or (raise_error) a factory that fails."""
+    if raise_error:
+        raise ValueError("no such level")
+    return DictBandit()

@@ -83,6 +83,8 @@ class ActorCritic(nn.Module):
         self.channels_last = self.inputs is None and spec.is_image and len(spec.obs_shape) == 3
         if self.channels_last:
             self.encoder.to(memory_format=torch.channels_last)
+        elif isinstance(self.inputs, KeyedEncoder):
+            self.inputs.to_channels_last()
 
     def _plain_encoder(self, spec, model_cfg) -> int:
         """The plain pair's encoder (+ measurements MLP); returns the features' width."""
@@ -218,9 +220,7 @@ class ActorCritic(nn.Module):
         over hundreds of steps of 128+ frames each is as good as over 1024 each."""
         if self.custom:
             own = getattr(self.inputs, "norm_updates", None)
-            b, t = obs.shape[:2]
-            return list(own(split_inputs(self.spec, obs.reshape(b * t, *obs.shape[2:]),
-                                         meas.reshape(b * t, *meas.shape[2:])))) if own else []
+            return list(own(split_inputs(self.spec, obs.flatten(0, 1), meas.flatten(0, 1)))) if own else []
         if self.inputs is not None:
             return self.inputs.norm_updates(obs, meas)
         if obs.dim() > 3:

@@ -98,7 +98,6 @@ class KeyedEncoder(nn.Module):
             if k.kind == PIXELS and _conv_fits(model_cfg, k):
                 kind = "conv" if model_cfg.encoder == "auto" else model_cfg.encoder
                 enc = ENCODERS[kind](k.shape, model_cfg.fc_size, model_cfg.fc_layers)
-                enc.to(memory_format=torch.channels_last)  # as ActorCritic's (its comment says why)
                 self.conv_keys.append(k.name)
                 self.out_size += model_cfg.fc_size
             else:
@@ -109,6 +108,12 @@ class KeyedEncoder(nn.Module):
                 enc = _mlp(k.size, width, model_cfg.mlp_activation)
                 self.out_size += width
             self.encoders[k.name] = enc
+
+    def to_channels_last(self) -> None:
+        """The conv encoders' weights channels-last (as ActorCritic's, after the initialisation:
+        orthogonal_ views the weight as rows, which a channels-last tensor cannot give)."""
+        for name in self.conv_keys:
+            self.encoders[name].to(memory_format=torch.channels_last)
 
     def forward(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
         parts = []
@@ -125,7 +130,7 @@ class KeyedEncoder(nn.Module):
         """(norm, values) of a batch [B, T, ...], images from every IMAGE_STATS_EVERY-th step."""
         if obs.dim() > 3:
             obs = obs[:, ::IMAGE_STATS_EVERY]
-        flat = split_inputs(self.spec, obs.reshape(-1, *obs.shape[2:]), meas.reshape(-1, *meas.shape[2:]))
+        flat = split_inputs(self.spec, obs.flatten(0, 1), meas.flatten(0, 1))
         return [(self.norms[name], flat[name]) for name in self.norms]
 
 
