@@ -232,7 +232,8 @@ def test_unsupported_action_spaces_are_refused_in_one_line(env_id, message):
 
 
 def test_env_mujoco_without_a_task_is_refused_in_one_line():
-    with pytest.raises(ConfigError, match=r"^env=mujoco needs env.id, e.g. env.id=HalfCheetah-v5 \(or env.make=pkg.module:function\)$"):
+    with pytest.raises(ConfigError, match=r"^env=mujoco needs env.id, e.g. env.id=HalfCheetah-v5 "
+                                          r"\(or env.make=pkg.module:function\)$"):
         check_env_config(compose("env=mujoco").env)
 
 
