@@ -18,7 +18,7 @@ class EnvConfig:
     # doom: a scenario .cfg bundled with vizdoom; atari: ALE/<Game>-v5; dmlab: a level; gym: a gymnasium id
     # ("pkg.module:EnvId" imports pkg.module first, which registers EnvId)
     id: str = "basic.cfg"
-    # gym: instead of env.id, a function that returns a gymnasium.Env, "pkg.module:function" (a
+    # gym: instead of env.id (which it replaces when set), a function that returns a gymnasium.Env, "pkg.module:function" (a
     # module of your own, importable in every process: docs/your-environment.md); it is called
     # with env.kwargs, and may wrap the env in gymnasium's wrappers (resize, grayscale, frame stacking)
     make: str = ""

@@ -33,8 +33,6 @@ def check(env_cfg):
     once and its first observation checked against its declared space (a factory that raises, an
     observation of another shape or dtype than declared: refused here, before any worker starts)."""
     import gymnasium as gym
-    if env_cfg.make and env_cfg.id:
-        raise ConfigError(f"env.make ('{env_cfg.make}') and env.id ('{env_cfg.id}') both name the env: set one")
     if not env_cfg.make:
         if not env_cfg.id:
             example = "HalfCheetah-v5" if env_cfg.name == "mujoco" else "CartPole-v1"
