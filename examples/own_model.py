@@ -14,9 +14,8 @@ for its own models: checkpoints, several nodes, evaluation, launch.enjoy.
 import sys
 
 import torch
-from torch import nn
-
 from own_env import make_catch
+from torch import nn
 
 
 class CatchEncoder(nn.Module):

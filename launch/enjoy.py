@@ -117,9 +117,10 @@ def load_policy(cfg, members=(0,), which: str = "latest"):
             if not 0 <= k < len(saved):
                 refuse(f"member {k}: the run's population has members 0..{len(saved) - 1}")
             model = ActorCritic(env_spec(cfg.env), cfg.model)
+            model.check_identity(saved[k].get("model_identity"), path)
             model.load_state_dict(saved[k]["model"])
             models.append(model.eval())
-    except (ckpt.CheckpointError, RuntimeError, KeyError) as exc:
+    except (ckpt.CheckpointError, RuntimeError, KeyError, ValueError) as exc:
         refuse(one_line(exc))
     return models, path, dict(saved[members[0]], env_frames=state.get("env_frames", 0))
 

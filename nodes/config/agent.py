@@ -18,9 +18,9 @@ class EnvConfig:
     # doom: a scenario .cfg bundled with vizdoom; atari: ALE/<Game>-v5; dmlab: a level; gym: a gymnasium id
     # ("pkg.module:EnvId" imports pkg.module first, which registers EnvId)
     id: str = "basic.cfg"
-    # gym: instead of env.id (which it replaces when set), a function that returns a gymnasium.Env, "pkg.module:function" (a
-    # module of your own, importable in every process: docs/your-environment.md); it is called
-    # with env.kwargs, and may wrap the env in gymnasium's wrappers (resize, grayscale, frame stacking)
+    # gym: a function that returns a gymnasium.Env, "pkg.module:function", used instead of env.id
+    # when set (a module of your own, importable in every process: docs/your-environment.md); it is
+    # called with env.kwargs, and may wrap the env in gymnasium's wrappers (resize, grayscale, frame stacking)
     make: str = ""
     # gym: keyword arguments for gym.make(env.id, ...) or env.make's function (+env.kwargs.size=8)
     kwargs: dict[str, Any] = field(default_factory=dict)

@@ -245,12 +245,13 @@ class Learner:
 
     def state_dict(self) -> dict:
         state = {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                 "policy_version": self.version}
+                 "policy_version": self.version, "model_identity": self.model.identity()}
         if self.returns is not None:
             state["returns"] = self.returns.state_dict()
         return state
 
-    def load_state_dict(self, state: dict) -> None:
+    def load_state_dict(self, state: dict, path: str = "") -> None:
+        self.model.check_identity(state.get("model_identity"), path)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         # the saved lr holds the saved launch's factor (and its algo.lr): this launch's base lr until

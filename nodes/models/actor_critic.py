@@ -86,6 +86,23 @@ class ActorCritic(nn.Module):
         elif isinstance(self.inputs, KeyedEncoder):
             self.inputs.to_channels_last()
 
+    def identity(self) -> str:
+        """What this model reads and with what, as a checkpoint records it (Learner.state_dict): a
+        checkpoint of another is refused by name rather than by a tensor's shape."""
+        if self.spec.keys:
+            seen = ", ".join(f"{k.name} {k.kind} {list(k.shape)}" for k in self.spec.keys)
+        else:
+            seen = f"obs {list(self.spec.obs_shape)}" + (f", meas [{self.spec.meas_size}]" if self.use_meas else "")
+        encoder = type(self.inputs).__module__ + ":" + type(self.inputs).__qualname__ if self.custom else "built-in"
+        return f"encoder {encoder} on {seen}"
+
+    def check_identity(self, saved: str | None, path: str) -> None:
+        """ValueError (one line) when a checkpoint's model (its identity; None: a checkpoint from
+        before they were recorded, accepted) is not this one."""
+        if saved is not None and saved != self.identity():
+            raise ValueError(f"checkpoint {path} holds a model with {saved}; "
+                             f"this run builds one with {self.identity()}")
+
     def _plain_encoder(self, spec, model_cfg) -> int:
         """The plain pair's encoder (+ measurements MLP); returns the features' width."""
         kind = model_cfg.encoder
@@ -228,9 +245,10 @@ class ActorCritic(nn.Module):
         return [(self.obs_norm, obs)] + ([(self.meas_norm, meas)] if self.use_meas else [])
 
 
-def check_model(spec, model_cfg) -> None:
+def check_model(spec, model_cfg) -> ActorCritic:
     """Refuse (one line) a model that cannot be built for this env or whose encoder gives other
-    features than it declares: built once on the CPU and run on a batch of two zero observations."""
+    features than it declares: built once on the CPU (returned) and a custom encoder run on a batch
+    of two zero observations."""
     try:
         model = ActorCritic(spec, model_cfg)
     except ConfigError:
@@ -239,7 +257,7 @@ def check_model(spec, model_cfg) -> None:
         raise ConfigError(f"model={model_cfg.name} (model.encoder={model_cfg.encoder}) cannot be built for this env's "
                           f"observation: {one_line(exc)}") from None
     if not model.custom:
-        return
+        return model
     obs = torch.zeros(2, *spec.obs_shape, dtype=torch.uint8 if spec.obs_dtype == np.uint8 else torch.float32)
     try:
         with torch.no_grad():
@@ -250,6 +268,7 @@ def check_model(spec, model_cfg) -> None:
     if tuple(out.shape) != (2, model.inputs.out_size):
         raise ConfigError(f"model.encoder '{model_cfg.encoder}' declares out_size={model.inputs.out_size} but its "
                           f"forward gave {tuple(out.shape)} for a batch of 2 (expected (2, {model.inputs.out_size}))")
+    return model
 
 
 def _init(module: nn.Module) -> None:

@@ -90,3 +90,19 @@ def load(path: str) -> dict:
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint {path} is not a {FORMAT} checkpoint of this trainer")
     return state
+
+
+def saved_identities(run_dir: str) -> tuple[str, list[str | None]]:
+    """(path, each member's model identity) of the run's latest checkpoint, read memory-mapped (the
+    launcher's check of a resume, before anything starts); ("", []) when there is none or it is
+    unreadable (the node then says so)."""
+    path = latest(run_dir)
+    if path is None:
+        return "", []
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:  # noqa: BLE001 - an unreadable checkpoint is the node's to report (it may try an older one)
+        return "", []
+    members = state.get("population", [state]) if isinstance(state, dict) else []
+    return path, [m.get("model_identity") for m in members if isinstance(m, dict)]
+
