@@ -208,3 +208,16 @@ def make_dict_bandit(raise_error: bool = False):
     if raise_error:
         raise ValueError("no such level")
     return DictBandit()
+
+
+class TinyImage(PixelBandit):
+    """PixelBandit with a 7x7x3 image: too small for the conv stacks."""
+
+    observation_space = gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)
+
+    def _observe(self):
+        self.bright = int(self.np_random.integers(0, 2))
+        return np.full((7, 7, 3), 200 if self.bright else 30, np.uint8)
+
+
+gym.register("TinyImage-v0", entry_point=TinyImage)

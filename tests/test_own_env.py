@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from helpers import ROOT, compose, one_error_line, refusal, run_module, summary, train
+from helpers import ROOT, compose, missing_dependency, one_error_line, refusal, run_module, summary, train
 
 SMALL = ["env=gym", "model.fc_size=64", "model.hidden_size=64", "sampler.num_workers=2", "sampler.envs_per_worker=4",
          "sampler.rollout=16", "sampler.batch_size=128", "train.status_every_s=5", "algo.lr=0.001"]
@@ -115,8 +115,8 @@ BAD = [
      "error: model.encoder 'tests.models:Nowhere': module 'tests.models' has no 'Nowhere'"),
     ([*DICT[1:], "model.encoder=nature"],
      None),  # a 36x36 image fits the nature stack too: accepted
-    (["env.id=minigrid:MiniGrid-Empty-5x5-v0", "env.drop_keys=[mission]", "model.encoder=conv"],
-     "error: model.encoder=conv needs images its conv stack can take; key 'image' is 7x7: use model.encoder=auto "
+    (["env.id=tests.envs:TinyImage-v0", "model.encoder=conv"],
+     "error: model.encoder=conv needs images its conv stack can take; key 'obs' is 7x7: use model.encoder=auto "
      "(an MLP over a small image's pixels) or a model of your own"),
 ]
 
@@ -129,3 +129,42 @@ def test_bad_envs_and_models_are_refused_in_one_line_before_anything_starts(over
         check(compose(*argv))
         return
     assert refusal(*argv) == line
+
+
+def _installed(module: str) -> None:
+    import importlib.util
+    if importlib.util.find_spec(module) is None:
+        missing_dependency(f"{module} is not installed: pip install 'distrl[envs]'")
+
+
+def test_minigrid_trains_from_its_registered_id(run_dir):
+    """MiniGrid (a Dict of a 7x7x3 uint8 grid, a direction and a text mission) through env.id, no
+    wrapper of ours: the grid too small for the conv stack goes through an MLP; the run trains and
+    its checkpoint plays in launch.enjoy. Its learning figure: docs/your-environment.md."""
+    _installed("minigrid")
+    args = [*SMALL, "env.id=minigrid:MiniGrid-Empty-5x5-v0", "env.drop_keys=[mission]"]
+    from nodes.envs import env_spec
+    keys = {k.name: k for k in env_spec(compose(*args).env).keys}
+    assert keys["image"].shape == (3, 7, 7) and keys["direction"].classes == 4 and "mission" not in keys
+    train(run_dir, *args, "train.max_env_frames=4000", timeout=240)
+    assert summary(run_dir)["outcome"] == "finished"
+
+
+def test_crafter_is_made_by_the_example_factory():
+    """Crafter (the old gym API) made gymnasium by examples/crafter_env.py's factory: a 64x64x3 image
+    and 17 actions; its episodes end as terminated at death."""
+    _installed("crafter")
+    sys.path.insert(0, EXAMPLES)
+    try:
+        from nodes.envs import check_env_config, make_env
+        cfg = compose("env=gym", "env.make=crafter_env:make_crafter").env
+        spec = check_env_config(cfg)
+        assert spec.obs_shape == (3, 64, 64) and spec.action_heads == (17,) and spec.keys[0].layout == "hwc"
+        env = make_env(cfg, seed=0)
+        obs = env.reset()
+        assert obs.shape == (3, 64, 64) and obs.dtype == np.uint8
+        obs, reward, done, info = env.step(0)
+        assert obs.shape == (3, 64, 64) and not done
+        env.close()
+    finally:
+        sys.path.remove(EXAMPLES)

@@ -42,6 +42,7 @@ class ObsKey:
     start: int = 0  # the slice of the float vector
     stop: int = 0
     layout: str = ""  # the env's pixel layout: hwc | chw | hw (pixels only)
+    low: int = 0  # categorical: the space's start (a Discrete(n, start)), taken off each index
 
     @property
     def size(self) -> int:
@@ -73,9 +74,13 @@ def _key(name: str, space, label: str, channels: str) -> ObsKey:
     import gymnasium as gym
     where = f"{label}: observation key '{name}'" if name != "obs" else f"{label}: the observation"
     if isinstance(space, gym.spaces.Discrete):
-        return ObsKey(name, CATEGORICAL, (), classes=int(space.n))
+        return ObsKey(name, CATEGORICAL, (), classes=int(space.n), low=int(space.start))
     if isinstance(space, gym.spaces.MultiDiscrete):
-        return ObsKey(name, CATEGORICAL, tuple(space.shape), classes=int(np.max(space.nvec)))
+        if np.any(space.start != space.start.flat[0]):
+            raise ConfigError(f"{where} is a MultiDiscrete whose entries start at different values, which the "
+                              "one-hot encoder does not take: shift it to one start in your env")
+        return ObsKey(name, CATEGORICAL, tuple(space.shape), classes=int(np.max(space.nvec)),
+                      low=int(space.start.flat[0]))
     if isinstance(space, gym.spaces.MultiBinary):
         return ObsKey(name, VECTOR, tuple(np.atleast_1d(space.shape)))
     if not isinstance(space, gym.spaces.Box):
@@ -158,6 +163,8 @@ class Packer:
 
 
 def _as_stored(k: ObsKey, x):
+    if k.low:
+        return np.asarray(x) - k.low
     if k.layout == "hwc":
         return np.asarray(x).transpose(2, 0, 1)
     if k.layout == "hw":
