@@ -146,16 +146,21 @@ class DictBandit(gym.Env):
 gym.register("DictBandit-v0", entry_point=DictBandit)
 
 
-class PixelBandit(gym.Env):
-    """An HxWxC uint8 image, all bright or all dark: reward 1 for action 1 on bright, 0 on dark; 8-step
-    episodes (perfect 8, random 4)."""
+class PixelTupleBandit(gym.Env):
+    """An HxWxC uint8 image whose top and bottom halves are each bright or dark, and a Tuple action
+    (Discrete(2, start=1), Box(-1, 1, (1,))): half a point when the discrete part says the top half
+    (2: bright, 1: dark), half when the continuous part's sign says the bottom half (+: bright).
+    8-step episodes: perfect 8, random 4, blind to either half or part at most 6. step() asserts
+    the action is the Tuple's own: (an int from 1, a float32 array of 1)."""
 
     observation_space = gym.spaces.Box(0, 255, (36, 36, 3), np.uint8)
-    action_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Tuple((gym.spaces.Discrete(2, start=1), gym.spaces.Box(-1.0, 1.0, (1,), np.float32)))
 
     def _observe(self):
-        self.bright = int(self.np_random.integers(0, 2))
-        return np.full((36, 36, 3), 200 if self.bright else 30, np.uint8)
+        self.bits = self.np_random.integers(0, 2, 2)
+        image = np.empty((36, 36, 3), np.uint8)
+        image[:18], image[18:] = (200 if self.bits[0] else 30), (200 if self.bits[1] else 30)
+        return image
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
@@ -163,31 +168,14 @@ class PixelBandit(gym.Env):
         return self._observe(), {}
 
     def step(self, action):
-        reward = float(int(action) == self.bright)
+        choice, amount = action
+        assert isinstance(choice, int) and choice in (1, 2) and amount.shape == (1,), action
+        reward = 0.5 * float(choice == 1 + self.bits[0]) + 0.5 * float((amount[0] > 0) == bool(self.bits[1]))
         self.t += 1
         return self._observe(), reward, self.t >= 8, False, {}
 
 
-gym.register("PixelBandit-v0", entry_point=PixelBandit)
-
-
-class TupleBandit(SignBandit):
-    """A Tuple action, (Discrete(2, start=1), Box(-1, 1, (1,))): half a point when the discrete part
-    is the sign of obs[0] (2: positive, 1: not), half when the continuous part has obs[1]'s sign
-    (perfect 8, random 4). step() asserts the action is the Tuple's own: (int, float32 array of 1)."""
-
-    action_space = gym.spaces.Tuple((gym.spaces.Discrete(2, start=1), gym.spaces.Box(-1.0, 1.0, (1,), np.float32)))
-
-    def step(self, action):
-        choice, amount = action
-        assert isinstance(choice, int) and choice in (1, 2) and amount.shape == (1,), action
-        reward = 0.5 * float(choice == 1 + int(self.obs[0] > 0)) + 0.5 * float(amount[0] * self.obs[1] > 0)
-        self.t += 1
-        self.obs = self.np_random.uniform(-1, 1, 4).astype(np.float32)
-        return self.obs, reward, self.t >= 8, False, {}
-
-
-gym.register("TupleBandit-v0", entry_point=TupleBandit)
+gym.register("PixelTupleBandit-v0", entry_point=PixelTupleBandit)
 
 
 class LyingObs(SignBandit):
@@ -210,14 +198,13 @@ def make_dict_bandit(raise_error: bool = False):
     return DictBandit()
 
 
-class TinyImage(PixelBandit):
-    """PixelBandit with a 7x7x3 image: too small for the conv stacks."""
+class TinyImage(PixelTupleBandit):
+    """A 7x7x3 image observation: too small for the conv stacks."""
 
     observation_space = gym.spaces.Box(0, 255, (7, 7, 3), np.uint8)
 
     def _observe(self):
-        self.bright = int(self.np_random.integers(0, 2))
-        return np.full((7, 7, 3), 200 if self.bright else 30, np.uint8)
+        return np.zeros((7, 7, 3), np.uint8)
 
 
 gym.register("TinyImage-v0", entry_point=TinyImage)

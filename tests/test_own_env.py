@@ -4,8 +4,8 @@ own, the Python API and the example files of docs/your-environment.md and docs/y
 
 Each kind is a short real training run on a task whose score says the path works end to end:
 DictBandit pays 8 only to a policy that reads every key (one blind to any key gets at most 6.7),
-PixelBandit and TupleBandit pay 8 to a policy that reads its image / acts through both parts of
-its Tuple (random: 4)."""
+PixelTupleBandit only to one that reads both halves of its image and acts through both parts of
+its Tuple (at most 6 without either; random: 4)."""
 import os
 import subprocess
 import sys
@@ -43,18 +43,19 @@ def test_a_dict_observation_with_multidiscrete_actions_learns_from_every_key(run
     """Every key reaches the model (a score above what any key's blindness allows), each action head
     reaches the env as MultiDiscrete's int64 array (DictBandit asserts it), and the trained policy
     plays back in launch.enjoy."""
-    train(run_dir, *DICT, "train.max_env_frames=50000", timeout=240)
-    s = summary(run_dir)
-    assert s["outcome"] == "finished" and s["mean_episode_reward"] > 7.2, s
-    out = run_module("launch.enjoy", f"run_dir={run_dir}", "enjoy.episodes=20", "enjoy.greedy=true").stdout
-    assert '"reward_mean": ' in out and float(out.split('"reward_mean": ')[1].split(",")[0]) > 7.2, out
-
-
-@pytest.mark.parametrize("env_id,frames", [("PixelBandit", 20000), ("TupleBandit", 30000)])
-def test_an_image_observation_and_a_tuple_action_learn(run_dir, env_id, frames):
-    train(run_dir, *SMALL, f"env.id=tests.envs:{env_id}-v0", f"train.max_env_frames={frames}", timeout=240)
+    train(run_dir, *DICT, "train.max_env_frames=40000", timeout=240)
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["mean_episode_reward"] > 7.0, s
+    out = run_module("launch.enjoy", f"run_dir={run_dir}", "enjoy.episodes=20", "enjoy.greedy=true").stdout
+    assert '"reward_mean": ' in out and float(out.split('"reward_mean": ')[1].split(",")[0]) > 7.0, out
+
+
+def test_an_image_observation_and_a_tuple_action_learn(run_dir):
+    """An HxWxC image alone (no Dict) through the conv stack, and a Tuple action whose discrete and
+    continuous parts each reach the env in its own form (PixelTupleBandit asserts it)."""
+    train(run_dir, *SMALL, "env.id=tests.envs:PixelTupleBandit-v0", "train.max_env_frames=20000", timeout=240)
+    s = summary(run_dir)
+    assert s["outcome"] == "finished" and s["mean_episode_reward"] > 6.5, s
 
 
 def test_two_nodes_agree_on_a_dict_env_with_a_model_of_ones_own(tmp_path):
@@ -84,11 +85,12 @@ def test_two_nodes_agree_on_a_dict_env_with_a_model_of_ones_own(tmp_path):
 def test_the_example_scripts_train_through_the_python_api(tmp_path):
     """examples/own_env.py as a user runs it (python examples/own_env.py, from any directory): it
     defines the env it trains, the workers import it as a module, and it evaluates its checkpoint."""
-    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, "own_env.py"), "train.max_env_frames=120000"],
+    proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, "own_env.py"), "train.max_env_frames=60000"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     trained = [ln for ln in proc.stdout.splitlines() if ln.startswith("trained ")]
-    assert trained and float(trained[0].split("reward ")[1].split()[0]) > 0.5, proc.stdout[-2000:]
+    # a random paddle scores about -0.6; this one caught about 0.3 at 60k frames, all at 200k
+    assert trained and float(trained[0].split("reward ")[1].split()[0]) > -0.2, proc.stdout[-2000:]
     assert os.path.isfile(tmp_path / "runs" / "catch" / "summary.json")
     assert any(ln.startswith("evaluated: ") for ln in proc.stdout.splitlines())
 
@@ -146,7 +148,7 @@ def test_minigrid_trains_from_its_registered_id(run_dir):
     from nodes.envs import env_spec
     keys = {k.name: k for k in env_spec(compose(*args).env).keys}
     assert keys["image"].shape == (3, 7, 7) and keys["direction"].classes == 4 and "mission" not in keys
-    train(run_dir, *args, "train.max_env_frames=4000", timeout=240)
+    train(run_dir, *args, "train.max_env_frames=2000", timeout=240)
     assert summary(run_dir)["outcome"] == "finished"
 
 
