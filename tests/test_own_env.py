@@ -60,11 +60,13 @@ def test_an_image_observation_and_a_tuple_action_learn(run_dir):
 
 def test_two_nodes_agree_on_a_dict_env_with_a_model_of_ones_own(tmp_path):
     """examples/own_model.py (its encoder class on examples/own_env.py's Catch, a Dict env) run as a
-    user runs it, on two nodes through the Python API: both end with the same parameters, and the
-    checkpoint says which model it holds: a run with the built-in model refuses it by name."""
+    user runs it, on two nodes through the Python API, in deterministic mode: both end with the same
+    parameters, and the checkpoint says which model it holds: a run with the built-in model refuses
+    it by name."""
     small = [o for o in SMALL if o != "env=gym"]
     proc = subprocess.run([sys.executable, os.path.join(EXAMPLES, "own_model.py"), *small, "nodes=2",
-                           "train.max_env_frames=6000", "sync.timeout_s=30"],
+                           "train.max_env_frames=6000", "sync.timeout_s=30",
+                           "sampler.mode=deterministic", "sync.straggler=false"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = str(tmp_path / "runs" / "catch_own_model")
