@@ -43,7 +43,7 @@ def test_a_dict_observation_with_multidiscrete_actions_learns_from_every_key(run
     """Every key reaches the model (a score above what any key's blindness allows), each action head
     reaches the env as MultiDiscrete's int64 array (DictBandit asserts it), and the trained policy
     plays back in launch.enjoy."""
-    train(run_dir, *DICT, "train.max_env_frames=40000", timeout=240)
+    train(run_dir, *DICT, "train.max_env_frames=50000", timeout=240)
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["mean_episode_reward"] > 7.0, s
     out = run_module("launch.enjoy", f"run_dir={run_dir}", "enjoy.episodes=20", "enjoy.greedy=true").stdout
