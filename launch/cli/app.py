@@ -17,7 +17,7 @@ from nodes.config.schema import Config
 from nodes.config.validate import validate
 from nodes.envs import check_env_config
 from nodes.errors import ConfigError
-from nodes.models.actor_critic import check_model
+from nodes.models.actor_critic import check_identity, check_model, model_identity
 from nodes.record import checkpoint as ckpt
 
 register("schema", Config)  # conf/config.yaml's first default: types, defaults, unknown keys
@@ -26,12 +26,13 @@ register("schema", Config)  # conf/config.yaml's first default: types, defaults,
 def check(cfg: Config) -> None:
     """Every check a composed config must pass before anything starts (raises ConfigError)."""
     validate(cfg)
-    model = check_model(check_env_config(cfg.env), cfg.model)
+    spec = check_env_config(cfg.env)
+    check_model(spec, cfg.model)
     if cfg.run_dir:  # a resume: the checkpoint must hold this model
         path, saved = ckpt.saved_identities(cfg.run_dir)
         for identity in saved:
             try:
-                model.check_identity(identity, path)
+                check_identity(model_identity(spec, cfg.model), identity, path)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
     if cfg.launcher.name == "slurm":

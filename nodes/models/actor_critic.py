@@ -40,6 +40,7 @@ class ActorCritic(nn.Module):
     def __init__(self, spec, model_cfg):
         super().__init__()
         self.spec = spec
+        self._identity = model_identity(spec, model_cfg)
         self.custom = ":" in model_cfg.encoder  # the user's encoder class (nodes.models.inputs)
         # What reads the observation: the user's encoder, one encoder per named key
         # (spec.keys: a gymnasium Dict, image or categorical observation), or (None) the plain
@@ -87,21 +88,10 @@ class ActorCritic(nn.Module):
             self.inputs.to_channels_last()
 
     def identity(self) -> str:
-        """What this model reads and with what, as a checkpoint records it (Learner.state_dict): a
-        checkpoint of another is refused by name rather than by a tensor's shape."""
-        if self.spec.keys:
-            seen = ", ".join(f"{k.name} {k.kind} {list(k.shape)}" for k in self.spec.keys)
-        else:
-            seen = f"obs {list(self.spec.obs_shape)}" + (f", meas [{self.spec.meas_size}]" if self.use_meas else "")
-        encoder = type(self.inputs).__module__ + ":" + type(self.inputs).__qualname__ if self.custom else "built-in"
-        return f"encoder {encoder} on {seen}"
+        return self._identity
 
     def check_identity(self, saved: str | None, path: str) -> None:
-        """ValueError (one line) when a checkpoint's model (its identity; None: a checkpoint from
-        before they were recorded, accepted) is not this one."""
-        if saved is not None and saved != self.identity():
-            raise ValueError(f"checkpoint {path} holds a model with {saved}; "
-                             f"this run builds one with {self.identity()}")
+        check_identity(self._identity, saved, path)
 
     def _plain_encoder(self, spec, model_cfg) -> int:
         """The plain pair's encoder (+ measurements MLP); returns the features' width."""
@@ -131,7 +121,8 @@ class ActorCritic(nn.Module):
             # layers its `type(layer) == nn.Conv2d` test misses, so only the heads become orthogonal;
             # the encoder keeps PyTorch's weights (rows of norm ~0.58 against orthogonal's 1) with its
             # biases zeroed, the core PyTorch's own (benchmarks/learner_step_vs_sf.py measured it)
-            encoders = [self.inputs] if self.inputs is not None else [self.encoder]
+            # (a custom encoder keeps what its author gave it, biases included)
+            encoders = [] if self.custom else [self.inputs] if self.inputs is not None else [self.encoder]
             for module in [m for e in encoders for m in e.modules()] + list(
                     self.meas_mlp.modules() if self.use_meas else []):
                 if isinstance(module, (nn.Conv2d, nn.Linear)):
@@ -245,10 +236,32 @@ class ActorCritic(nn.Module):
         return [(self.obs_norm, obs)] + ([(self.meas_norm, meas)] if self.use_meas else [])
 
 
-def check_model(spec, model_cfg) -> ActorCritic:
+def model_identity(spec, model_cfg) -> str:
+    """What a model reads and with what, as a checkpoint records it (Learner.state_dict: a checkpoint
+    of another model is refused by name rather than by a tensor's shape): "encoder built-in |
+    pkg.module:Class on <the observation keys, or obs (+ meas)>"."""
+    if spec.keys:
+        seen = ", ".join(f"{k.name} {k.kind} {list(k.shape)}" for k in spec.keys)
+    else:
+        meas = model_cfg.measurements and spec.meas_size > 0 or ":" in model_cfg.encoder and spec.meas_size > 0
+        seen = f"obs {list(spec.obs_shape)}" + (f", meas [{spec.meas_size}]" if meas else "")
+    return f"encoder {model_cfg.encoder if ':' in model_cfg.encoder else 'built-in'} on {seen}"
+
+
+def check_identity(identity: str, saved: str | None, path: str) -> None:
+    """ValueError (one line) when a checkpoint's model (its identity; None: a checkpoint from before
+    they were recorded, accepted) is not `identity`."""
+    if saved is not None and saved != identity:
+        raise ValueError(f"checkpoint {path} holds a model with {saved}; this run builds one with {identity}")
+
+
+def check_model(spec, model_cfg) -> None:
     """Refuse (one line) a model that cannot be built for this env or whose encoder gives other
-    features than it declares: built once on the CPU (returned) and a custom encoder run on a batch
-    of two zero observations."""
+    features than it declares: an env of named keys or a custom encoder is built once on the CPU
+    and a custom encoder run on a batch of two zero observations (the shipped envs' plain models
+    are not: their shapes are the tests', and the build costs ~80 ms of every launch)."""
+    if not spec.keys and ":" not in model_cfg.encoder:
+        return
     try:
         model = ActorCritic(spec, model_cfg)
     except ConfigError:
@@ -257,7 +270,7 @@ def check_model(spec, model_cfg) -> ActorCritic:
         raise ConfigError(f"model={model_cfg.name} (model.encoder={model_cfg.encoder}) cannot be built for this env's "
                           f"observation: {one_line(exc)}") from None
     if not model.custom:
-        return model
+        return
     obs = torch.zeros(2, *spec.obs_shape, dtype=torch.uint8 if spec.obs_dtype == np.uint8 else torch.float32)
     try:
         with torch.no_grad():
@@ -268,7 +281,6 @@ def check_model(spec, model_cfg) -> ActorCritic:
     if tuple(out.shape) != (2, model.inputs.out_size):
         raise ConfigError(f"model.encoder '{model_cfg.encoder}' declares out_size={model.inputs.out_size} but its "
                           f"forward gave {tuple(out.shape)} for a batch of 2 (expected (2, {model.inputs.out_size}))")
-    return model
 
 
 def _init(module: nn.Module) -> None:
