@@ -1,5 +1,6 @@
-"""The shipped envs' models at initialisation: `python benchmarks/init_checksums.py` in two checkouts
-(e.g. a `git worktree` of the commit before a change to nodes/models/) prints, per env, the
+"""The shipped envs' models at initialisation, of the checkout in the working directory:
+`cd CHECKOUT && python /path/to/benchmarks/init_checksums.py`, in two checkouts (e.g. a `git
+worktree` of the commit before a change to nodes/models/; this file need not be in it), prints, per env, the
 parameter checksum after torch.manual_seed(0), the first state-dict keys and the sum of one
 step's action parameters on zero observations; equal lines mean the change left the shipped
 models' names, initialisation order and arithmetic as they were (checkpoints load, checksums hold)."""
@@ -8,7 +9,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+sys.path[:0] = [os.getcwd(), os.path.join(os.getcwd(), "tests")]  # the checkout's code, not an installed one
 from helpers import compose  # noqa: E402
 
 from nodes.envs import env_spec  # noqa: E402
