@@ -208,3 +208,14 @@ class TinyImage(PixelTupleBandit):
 
 
 gym.register("TinyImage-v0", entry_point=TinyImage)
+
+
+class ObjectiveBandit(SignBandit):
+    """SignBandit that reports its own measure of the episode at the last step: info["true_objective"]."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, ({"true_objective": 42.0} if terminated else info)
+
+
+gym.register("ObjectiveBandit-v0", entry_point=ObjectiveBandit)

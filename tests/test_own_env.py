@@ -39,6 +39,15 @@ def test_a_dict_observation_is_stored_as_named_keys_and_packed_into_the_pair():
     env.close()
 
 
+def test_an_envs_own_objective_reaches_the_episode_end():
+    from nodes.envs import make_env
+    env = make_env(compose("env=gym", "env.id=tests.envs:ObjectiveBandit-v0").env, seed=0)
+    env.reset()
+    infos = [env.step(0)[3] for _ in range(8)]
+    assert infos[-1] == {"true_objective": 42.0} and all(i == {} for i in infos[:-1])
+    env.close()
+
+
 def test_a_dict_observation_with_multidiscrete_actions_learns_from_every_key(run_dir):
     """Every key reaches the model (a score above what any key's blindness allows), each action head
     reaches the env as MultiDiscrete's int64 array (DictBandit asserts it), and the trained policy
