@@ -21,6 +21,7 @@ functions have no file to import from: put them in a .py module beside it.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -34,29 +35,27 @@ CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 
 def config(*overrides: str, env_make=None, model_encoder=None) -> Config:
     """The composed, validated config: conf/config.yaml with `overrides` as on the command line
-    ("env=gym", "train.max_env_frames=1e5", "+env.kwargs.size=8"). env_make / model_encoder: a
-    function returning a gymnasium.Env / an encoder class (nodes.models.inputs), as objects."""
-    from hydra import compose, initialize_config_dir
+    ("env=gym", "train.max_env_frames=1e5", "+env.kwargs.size=8"), refused as there (ConfigError,
+    one line). env_make / model_encoder: a function returning a gymnasium.Env / an encoder class
+    (nodes.models.inputs), as objects. Whether the env and model can be made is checked by train."""
     from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
 
-    from launch.cli.overrides import register
+    from launch.cli.overrides import _schema, compose_checked, register
+    from nodes.config.validate import validate
     register("schema", Config)
     extra = list(overrides)
     if env_make is not None:
         extra.append(f"env.make={import_path(env_make, 'env_make')}")
     if model_encoder is not None:
         extra.append(f"model.encoder={import_path(model_encoder, 'model_encoder')}")
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-            composed = compose(config_name="config", overrides=extra)
-    except Exception as exc:  # noqa: BLE001 - Hydra's errors for a bad override, in one line
-        from nodes.errors import one_line
-        raise ConfigError(f"config: {one_line(exc)}") from None
-    OmegaConf.set_struct(composed, False)
-    composed.run_dir = ""
-    return OmegaConf.to_object(composed)
+    hydra = GlobalHydra.instance()
+    if hydra.is_initialized():
+        raise ConfigError("api.config composes conf/ with Hydra, which is already initialised in this process "
+                          "(inside a @hydra.main app): call it outside")
+    cfg = compose_checked("config", extra, _schema("config"))
+    cfg.run_dir = ""
+    validate(cfg)
+    return cfg
 
 
 def import_path(obj, what: str) -> str:
@@ -64,15 +63,22 @@ def import_path(obj, what: str) -> str:
     docstring for one defined in the script that runs)."""
     if isinstance(obj, str):
         return obj
-    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", "")
-    if module is None or "<" in name or "." in name:
+    module, name = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not module or not name or "<" in name or "." in name:
         raise ConfigError(f"{what}: {obj!r} is not a module-level function or class; workers import it by name")
     if module == "__main__":
-        path = getattr(sys.modules["__main__"], "__file__", None)
+        main = sys.modules["__main__"]
+        spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+        if spec_name:  # python -m pkg.script: workers import it by that name (its relative imports hold)
+            return f"{spec_name}:{name}"
+        path = getattr(main, "__file__", None)
         if not path:
             raise ConfigError(f"{what}: {name} is defined in a notebook or an interactive session, which the "
                               "workers cannot import: put it in a .py module beside it")
         module = os.path.splitext(os.path.basename(path))[0]
+        if not module.isidentifier():
+            raise ConfigError(f"{what}: the script {os.path.basename(path)} is not a module name workers could "
+                              "import (letters, digits, _): rename it")
         _on_path(os.path.dirname(os.path.abspath(path)))
     return f"{module}:{name}"
 
@@ -97,12 +103,16 @@ def _cfg(cfg: Config | list | tuple | str) -> Config:
 def train(cfg: Config | list[str], run_dir: str) -> dict[str, Any]:
     """Train as `python -m launch.train` does (one node in this process; nodes=N: N processes on this
     machine) into run_dir (an existing run there resumes); returns its summary.json. Raises
-    ConfigError (bad input, before anything starts) or RuntimeError (the run failed: its log)."""
+    ConfigError (bad input, before anything starts) or RuntimeError (the run failed: its log).
+    `cfg` is not changed (the run trains on a copy)."""
     from launch.cli.app import check
-    from launch.process.logs import rank_logging
+    from launch.process.logs import run_log
     from launch.process.resolved import write_resolved
     from launch.spawn.driver import run_node
-    cfg = _cfg(cfg)
+    cfg = copy.deepcopy(_cfg(cfg))
+    if cfg.launcher.name != "local":
+        raise ConfigError(f"api.train runs launcher=local; launcher={cfg.launcher.name} runs from the command line "
+                          "(python -m launch.train ...)")
     cfg.run_dir = os.path.abspath(run_dir)
     check(cfg)
     write_resolved(cfg)
@@ -110,8 +120,8 @@ def train(cfg: Config | list[str], run_dir: str) -> dict[str, Any]:
         from launch.spawn.local import spawn_nodes
         code = spawn_nodes(cfg)
     else:
-        rank_logging(cfg.run_dir, 0, under_hydra=True)  # keeps the caller's console handlers
-        code = run_node(cfg, last=False)
+        with run_log(cfg.run_dir):  # the caller's logging as it was, after
+            code = run_node(cfg, last=False)
     summary = _summary(cfg.run_dir)
     if code:
         raise RuntimeError(f"the run in {cfg.run_dir} ended with exit code {code}"
@@ -148,6 +158,10 @@ def _enjoy(run_dir: str, overrides: list[str]) -> dict[str, Any]:
         with contextlib.redirect_stderr(err):  # a refusal's one line becomes the ConfigError's
             result = enjoy_cmd.run([f"run_dir={os.path.abspath(run_dir)}", *overrides])
     except SystemExit:
-        raise ConfigError(err.getvalue().strip().removeprefix("error: ") or "launch.enjoy refused") from None
+        lines = err.getvalue().splitlines()
+        refusal = [ln for ln in lines if ln.startswith("error: ")]
+        sys.stderr.write("".join(ln + "\n" for ln in lines if ln not in refusal[-1:]))  # the rest, as it came
+        raise ConfigError(refusal[-1].removeprefix("error: ") if refusal else "launch.enjoy refused") from None
+    sys.stderr.write(err.getvalue())  # warnings, as they came
     print(result.pop("said"), flush=True)
     return result

@@ -120,7 +120,7 @@ def load_policy(cfg, members=(0,), which: str = "latest"):
             model.check_identity(saved[k].get("model_identity"), path)
             model.load_state_dict(saved[k]["model"])
             models.append(model.eval())
-    except (ckpt.CheckpointError, RuntimeError, KeyError, ValueError) as exc:
+    except (ckpt.CheckpointError, RuntimeError, KeyError) as exc:
         refuse(one_line(exc))
     return models, path, dict(saved[members[0]], env_frames=state.get("env_frames", 0))
 

@@ -39,6 +39,40 @@ def test_a_dict_observation_is_stored_as_named_keys_and_packed_into_the_pair():
     env.close()
 
 
+def test_awkward_spaces_pack_and_encode():
+    """Spaces the docs accept and a first version got wrong: a Dict whose one kept key is named
+    "obs", keys ModuleDict would refuse as names, a Discrete with a start, a scalar Box, a bool
+    MultiBinary, a frame stack (SxHxWxC): each packs into the pair and the keyed model reads it."""
+    import gymnasium as gym
+    import torch
+
+    from nodes.envs import EnvSpec
+    from nodes.envs.observations import Packer, check_observation, keys_of, stored
+    from nodes.models.actor_critic import ActorCritic
+    S = gym.spaces
+    cases = [
+        (S.Dict({"obs": S.Box(-1, 1, (4,), np.float32), "action_mask": S.MultiBinary(3)}), ["action_mask"]),
+        (S.Dict({"type": S.Box(-1, 1, (), np.float32), "a.b": S.Discrete(3, start=1),
+                 "mask": S.MultiBinary(2)}), []),
+        (S.Box(0, 255, (4, 36, 36, 3), np.uint8), []),
+    ]
+    model_cfg = compose("env=gym").model
+    for space, drop in cases:
+        keys = keys_of(space, "t", drop)
+        obs = space.sample()
+        if isinstance(space, S.Dict) and "mask" in space.spaces:
+            obs["mask"] = obs["mask"].astype(bool)  # gymnasium accepts a bool mask
+        check_observation(keys, space, obs, "t")
+        packed = Packer(keys)(obs)
+        shape, dtype, meas = stored(keys)
+        model = ActorCritic(EnvSpec(shape, dtype, (2,), meas_size=meas, keys=keys), model_cfg)
+        pair = packed if isinstance(packed, tuple) else (packed, np.zeros(0, np.float32))
+        params, _, _ = model.step(torch.as_tensor(np.asarray(pair[0]))[None], torch.as_tensor(pair[1])[None],
+                                  torch.zeros(1, model.state_size))
+        assert params.shape == (1, 2) and torch.isfinite(params).all()
+    assert [k.shape for k in keys] == [(12, 36, 36)]  # the stack's 4 x 3 channels
+
+
 def test_an_envs_own_objective_reaches_the_episode_end():
     from nodes.envs import make_env
     env = make_env(compose("env=gym", "env.id=tests.envs:ObjectiveBandit-v0").env, seed=0)

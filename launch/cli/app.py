@@ -7,6 +7,7 @@ the config each job composes is checked again here (`resolve`).
 """
 from __future__ import annotations
 
+import glob
 import os
 
 from omegaconf import OmegaConf
@@ -16,9 +17,8 @@ from launch.process.exits import refuse
 from nodes.config.schema import Config
 from nodes.config.validate import validate
 from nodes.envs import check_env_config
-from nodes.errors import ConfigError
-from nodes.models.actor_critic import check_identity, check_model, model_identity
-from nodes.record import checkpoint as ckpt
+from nodes.errors import CheckpointError, ConfigError
+from nodes.models.identity import check_identity, model_identity
 
 register("schema", Config)  # conf/config.yaml's first default: types, defaults, unknown keys
 
@@ -27,13 +27,17 @@ def check(cfg: Config) -> None:
     """Every check a composed config must pass before anything starts (raises ConfigError)."""
     validate(cfg)
     spec = check_env_config(cfg.env)
-    check_model(spec, cfg.model)
-    if cfg.run_dir:  # a resume: the checkpoint must hold this model
+    if spec.keys or ":" in cfg.model.encoder:  # (torch is imported only where a model is built)
+        from nodes.models.actor_critic import check_model
+        check_model(spec, cfg.model)
+    if cfg.run_dir and glob.glob(os.path.join(cfg.run_dir, "checkpoints", "checkpoint_*.pt")):
+        # a resume: the checkpoint must hold this model
+        from nodes.record import checkpoint as ckpt
         path, saved = ckpt.saved_identities(cfg.run_dir)
         for identity in saved:
             try:
                 check_identity(model_identity(spec, cfg.model), identity, path)
-            except ValueError as exc:
+            except CheckpointError as exc:
                 raise ConfigError(str(exc)) from None
     if cfg.launcher.name == "slurm":
         from launch import slurm

@@ -5,6 +5,7 @@ unexpected error goes to that file only (nodes.errors.TRACEBACKS); the console g
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -42,3 +43,25 @@ def traceback_to_file(exc: BaseException, what: str) -> None:
         TRACEBACKS.error("%s", what, exc_info=(type(exc), exc, exc.__traceback__))
     else:
         logging.getLogger("launch").error("%s", what, exc_info=(type(exc), exc, exc.__traceback__))
+
+
+@contextlib.contextmanager
+def run_log(run_dir: str):
+    """A run's train.log and its tracebacks for the duration of the block, in a process that goes on
+    after it (launch.api): the caller's handlers and level are left as they were, and the file is
+    closed after."""
+    root = logging.getLogger()
+    fh = logging.FileHandler(os.path.join(run_dir, "train.log"))
+    fh.setFormatter(logging.Formatter(FORMAT))
+    level = root.level
+    root.addHandler(fh)
+    TRACEBACKS.addHandler(fh)
+    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(fh)
+        TRACEBACKS.removeHandler(fh)
+        fh.close()
+        root.setLevel(level)
+

@@ -150,8 +150,7 @@ def _spec_of(env_cfg, env) -> EnvSpec:
     else (a Dict, an image, a categorical, an array) is named keys (nodes.envs.observations)."""
     import gymnasium as gym
     space, actions = env.observation_space, _actions(label(env_cfg), env.action_space)
-    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and space.dtype != np.uint8 \
-            and not env_cfg.drop_keys:
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 1 and not env_cfg.drop_keys:
         return EnvSpec((int(space.shape[0]),), np.float32, **actions)
     keys = observations.keys_of(space, label(env_cfg), env_cfg.drop_keys, env_cfg.channels)
     obs_shape, obs_dtype, meas_size = observations.stored(keys)

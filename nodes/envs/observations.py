@@ -43,6 +43,7 @@ class ObsKey:
     stop: int = 0
     layout: str = ""  # the env's pixel layout: hwc | chw | hw (pixels only)
     low: int = 0  # categorical: the space's start (a Discrete(n, start)), taken off each index
+    whole: bool = False  # the env's whole observation (not a Dict): the env gives it bare, not in a dict
 
     @property
     def size(self) -> int:
@@ -65,14 +66,12 @@ def keys_of(space, label: str, drop_keys=(), channels: str = "auto") -> tuple[Ob
     else:
         if drop:
             raise ConfigError(f"env.drop_keys: {label}'s observation is not a Dict, it has no keys to drop")
-        named = [("obs", space)]
-    raw = [_key(name, s, label, channels) for name, s in named]
-    return _place(raw)
+        return _place([_with(_key("obs", space, f"{label}: the observation", channels, False), whole=True)])
+    return _place([_key(name, s, f"{label}: observation key '{name}'", channels, True) for name, s in named])
 
 
-def _key(name: str, space, label: str, channels: str) -> ObsKey:
+def _key(name: str, space, where: str, channels: str, in_dict: bool) -> ObsKey:
     import gymnasium as gym
-    where = f"{label}: observation key '{name}'" if name != "obs" else f"{label}: the observation"
     if isinstance(space, gym.spaces.Discrete):
         return ObsKey(name, CATEGORICAL, (), classes=int(space.n), low=int(space.start))
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -82,23 +81,24 @@ def _key(name: str, space, label: str, channels: str) -> ObsKey:
         return ObsKey(name, CATEGORICAL, tuple(space.shape), classes=int(np.max(space.nvec)),
                       low=int(space.start.flat[0]))
     if isinstance(space, gym.spaces.MultiBinary):
-        return ObsKey(name, VECTOR, tuple(np.atleast_1d(space.shape)))
+        return ObsKey(name, VECTOR, tuple(int(x) for x in np.atleast_1d(space.shape)))
     if not isinstance(space, gym.spaces.Box):
-        raise ConfigError(f"{where} is {type(space).__name__}, which no encoder takes: drop it with "
-                          f"env.drop_keys=[{name}]" if name != "obs" else
-                          f"{where} is {type(space).__name__}, which no encoder takes")
+        drop = f": drop it with env.drop_keys=[{name}]" if in_dict else ""
+        raise ConfigError(f"{where} is {type(space).__name__}, which no encoder takes{drop}")
     shape = tuple(int(x) for x in space.shape)
-    if space.dtype == np.uint8 and len(shape) in (2, 3):
+    if space.dtype == np.uint8 and (len(shape) in (2, 3) or len(shape) == 4 and shape[3] in (1, 3, 4)):
         return _pixels(name, shape, channels, where)
-    if len(shape) > 3 or not shape:
+    if len(shape) > 3:
         raise ConfigError(f"{where} has shape {shape} dtype {space.dtype}: supported are vectors and arrays of "
-                          "up to 3 dims, HxWxC / CxHxW / HxW uint8 images")
-    return ObsKey(name, VECTOR, shape)
+                          "up to 3 dims, HxWxC / CxHxW / HxW uint8 images and stacks of them (SxHxWxC)")
+    return ObsKey(name, VECTOR, shape or (1,))
 
 
 def _pixels(name: str, shape: tuple[int, ...], channels: str, where: str) -> ObsKey:
     if len(shape) == 2:
         return ObsKey(name, PIXELS, (1, *shape), layout="hw")
+    if len(shape) == 4:  # gymnasium's FrameStackObservation of HxWxC frames: the stack's channels side by side
+        return ObsKey(name, PIXELS, (shape[0] * shape[3], shape[1], shape[2]), layout="shwc")
     last = shape[2] in (1, 3, 4)
     first = shape[0] in (1, 3, 4)
     if channels == "last" or (channels == "auto" and last):
@@ -146,7 +146,7 @@ class Packer:
         self.image = next((k for k in keys if k.in_obs), None)
         self.rest = [k for k in keys if not k.in_obs]
         self.size = sum(k.size for k in self.rest)
-        self.single = len(keys) == 1 and keys[0].name == "obs"  # not a Dict space
+        self.single = keys[0].whole  # not a Dict space: the env gives the array bare
 
     def __call__(self, obs):
         if self.single:
@@ -169,6 +169,8 @@ def _as_stored(k: ObsKey, x):
         return np.asarray(x).transpose(2, 0, 1)
     if k.layout == "hw":
         return np.asarray(x)[None]
+    if k.layout == "shwc":
+        return np.asarray(x).transpose(0, 3, 1, 2).reshape(k.shape)
     return x
 
 
@@ -187,9 +189,12 @@ def check_observation(keys: tuple[ObsKey, ...], space, obs, label: str, call: st
         if k.name not in obs:
             raise ConfigError(f"{label}: {call} gave no key '{k.name}' (keys: {', '.join(map(str, obs))})")
         x, s = np.asarray(obs[k.name]), spaces[k.name]
-        what = "the observation" if k.name == "obs" else f"key '{k.name}'"
+        what = "the observation" if k.whole else f"key '{k.name}'"
         declared_shape = tuple(s.shape) if s.shape is not None else ()
-        if x.shape != declared_shape or (s.dtype is not None and x.dtype.kind != np.dtype(s.dtype).kind):
+        # a Box's dtype kind too (a float where uint8 pixels are declared); Discrete, MultiDiscrete and
+        # MultiBinary take any integer or bool array that fits (gymnasium's own contains)
+        kind_differs = isinstance(s, gym.spaces.Box) and x.dtype.kind != np.dtype(s.dtype).kind
+        if x.shape != declared_shape or kind_differs:
             raise ConfigError(f"{label}: {call} gave {what} {x.shape} {x.dtype}, its space declares "
                               f"{declared_shape} {s.dtype}")
         if k.kind == CATEGORICAL and not s.contains(x.astype(s.dtype)):

@@ -23,6 +23,7 @@ from torch import nn
 from nodes.errors import ConfigError, one_line
 from nodes.models.encoders import ENCODERS
 from nodes.models.heads import ActionHeads
+from nodes.models.identity import check_identity, model_identity
 from nodes.models.inputs import KeyedEncoder, build_custom, split_inputs
 from nodes.models.normalisers import RunningNorm
 
@@ -236,25 +237,6 @@ class ActorCritic(nn.Module):
         return [(self.obs_norm, obs)] + ([(self.meas_norm, meas)] if self.use_meas else [])
 
 
-def model_identity(spec, model_cfg) -> str:
-    """What a model reads and with what, as a checkpoint records it (Learner.state_dict: a checkpoint
-    of another model is refused by name rather than by a tensor's shape): "encoder built-in |
-    pkg.module:Class on <the observation keys, or obs (+ meas)>"."""
-    if spec.keys:
-        seen = ", ".join(f"{k.name} {k.kind} {list(k.shape)}" for k in spec.keys)
-    else:
-        meas = model_cfg.measurements and spec.meas_size > 0 or ":" in model_cfg.encoder and spec.meas_size > 0
-        seen = f"obs {list(spec.obs_shape)}" + (f", meas [{spec.meas_size}]" if meas else "")
-    return f"encoder {model_cfg.encoder if ':' in model_cfg.encoder else 'built-in'} on {seen}"
-
-
-def check_identity(identity: str, saved: str | None, path: str) -> None:
-    """ValueError (one line) when a checkpoint's model (its identity; None: a checkpoint from before
-    they were recorded, accepted) is not `identity`."""
-    if saved is not None and saved != identity:
-        raise ValueError(f"checkpoint {path} holds a model with {saved}; this run builds one with {identity}")
-
-
 def check_model(spec, model_cfg) -> None:
     """Refuse (one line) a model that cannot be built for this env or whose encoder gives other
     features than it declares: an env of named keys or a custom encoder is built once on the CPU
@@ -266,7 +248,7 @@ def check_model(spec, model_cfg) -> None:
         model = ActorCritic(spec, model_cfg)
     except ConfigError:
         raise
-    except (RuntimeError, ValueError) as exc:  # a shape no layer takes
+    except (RuntimeError, ValueError, KeyError, TypeError) as exc:  # a shape no layer takes
         raise ConfigError(f"model={model_cfg.name} (model.encoder={model_cfg.encoder}) cannot be built for this env's "
                           f"observation: {one_line(exc)}") from None
     if not model.custom:

@@ -26,6 +26,7 @@ from nodes.errors import ConfigError, one_line
 from nodes.models.encoders import ENCODERS, MLP_ACTIVATIONS
 from nodes.models.normalisers import RunningNorm
 
+MAX_ONE_HOT = 65536  # categorical inputs wider than this one-hot are refused (an embedding is the answer)
 VECTOR_WIDTH = 128  # a vector key's MLP beside an image (as the measurements MLP); model.fc_size without one
 IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (as ActorCritic's)
 
@@ -87,18 +88,26 @@ class KeyedEncoder(nn.Module):
         self.norms, self.encoders = nn.ModuleDict(), nn.ModuleDict()
         has_image = any(k.kind == PIXELS and _conv_fits(model_cfg, k) for k in spec.keys)
         width = model_cfg.fc_size if not has_image else VECTOR_WIDTH
+        # the modules are named by position (k0, k1, ...): a key's own name may be one ModuleDict
+        # refuses ("type", "a.b", "")
+        self.slot = {k.name: f"k{i}" for i, k in enumerate(spec.keys)}
         self.out_size, self.conv_keys = 0, []
         for k in spec.keys:
+            name = self.slot[k.name]
             if k.kind == CATEGORICAL:
-                self.encoders[k.name] = OneHot(k.classes)
+                if k.classes * k.size > MAX_ONE_HOT:
+                    raise ConfigError(f"observation key '{k.name}' is {k.size} index(es) of {k.classes} classes: "
+                                      f"one-hot, {k.classes * k.size} inputs wide (at most {MAX_ONE_HOT}); give it "
+                                      "an embedding in an encoder of your own (docs/your-model.md)")
+                self.encoders[name] = OneHot(k.classes)
                 self.out_size += k.classes * k.size
                 continue
-            eps = model_cfg.obs_norm_eps if k.kind == PIXELS else 1e-5
-            self.norms[k.name] = RunningNorm(k.shape, eps=eps)
+            eps = model_cfg.obs_norm_eps if k.kind == PIXELS else 1e-5  # vectors: as VizDoom's game variables
+            self.norms[name] = RunningNorm(k.shape, eps=eps)
             if k.kind == PIXELS and _conv_fits(model_cfg, k):
                 kind = "conv" if model_cfg.encoder == "auto" else model_cfg.encoder
                 enc = ENCODERS[kind](k.shape, model_cfg.fc_size, model_cfg.fc_layers)
-                self.conv_keys.append(k.name)
+                self.conv_keys.append(name)
                 self.out_size += model_cfg.fc_size
             else:
                 if k.kind == PIXELS and model_cfg.encoder not in ("auto", "mlp"):
@@ -107,7 +116,7 @@ class KeyedEncoder(nn.Module):
                                       "(an MLP over a small image's pixels) or a model of your own")
                 enc = _mlp(k.size, width, model_cfg.mlp_activation)
                 self.out_size += width
-            self.encoders[k.name] = enc
+            self.encoders[name] = enc
 
     def to_channels_last(self) -> None:
         """The conv encoders' weights channels-last (as ActorCritic's, after the initialisation:
@@ -117,7 +126,8 @@ class KeyedEncoder(nn.Module):
 
     def forward(self, obs: torch.Tensor, meas: torch.Tensor) -> torch.Tensor:
         parts = []
-        for name, x in split_inputs(self.spec, obs, meas).items():
+        for key, x in split_inputs(self.spec, obs, meas).items():
+            name = self.slot[key]
             if name in self.norms:
                 conv = name in self.conv_keys
                 x = self.norms[name](x, torch.channels_last if conv else torch.preserve_format)
@@ -131,7 +141,7 @@ class KeyedEncoder(nn.Module):
         if obs.dim() > 3:
             obs = obs[:, ::IMAGE_STATS_EVERY]
         flat = split_inputs(self.spec, obs.flatten(0, 1), meas.flatten(0, 1))
-        return [(self.norms[name], flat[name]) for name in self.norms]
+        return [(self.norms[self.slot[key]], x) for key, x in flat.items() if self.slot[key] in self.norms]
 
 
 class OneHot(nn.Module):

@@ -184,9 +184,9 @@ class Members:
     def _load(self, p: int, state: dict, path: str) -> None:
         try:
             self.learners[p].load_state_dict(state, path)
-        except ValueError as exc:  # another model (its identity)
-            raise CheckpointError(one_line(exc)) from None
-        except (RuntimeError, KeyError) as exc:
+        except CheckpointError:  # another model (its identity): the line names both
+            raise
+        except (RuntimeError, KeyError, ValueError) as exc:
             raise CheckpointError(f"checkpoint {path} does not fit this model/config: {one_line(exc)}") from None
 
     def summary(self, checksums: list[list[str]] | None) -> list[dict]:
