@@ -52,6 +52,7 @@ from launch.process.resolved import write_resolved
 from launch.spawn.local import free_port, node_command
 from launch.tools import chaos_report
 from nodes.errors import ConfigError, need
+from sync.launches import new_launch
 
 log = logging.getLogger("launch.chaos")
 
@@ -109,13 +110,13 @@ class Fleet:
     t0: float = field(default_factory=time.time)
 
     def start_world(self, n: int) -> None:
-        port, master = free_port(), self.net.address(0)
+        port, master, launch = free_port(), self.net.address(0), new_launch()
         for rank in range(n):
-            self._start(self.hosts[rank], (rank, n, master, port))
+            self._start(self.hosts[rank], (rank, n, master, port), launch)
             self.hosts[rank].node = rank
 
-    def _start(self, host: Host, world) -> None:
-        cmd, env = node_command(self.run_dir, world, self.net, host.index)
+    def _start(self, host: Host, world, launch: str = "") -> None:
+        cmd, env = node_command(self.run_dir, world, self.net, host.index, launch)
         host.output = os.path.join(self.run_dir, "chaos", f"host{host.index}-{len(self.exits)}-{int(self.now())}.out")
         with open(host.output, "w") as out:
             host.proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)

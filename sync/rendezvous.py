@@ -12,7 +12,10 @@ TCPStore hosted by a small process the generation's lowest node forks from its f
 (`store_keeper`), so freezing that node's trainer (SIGSTOP) does not freeze the store, and killing
 it does (its store keeper dies with it, and the survivors see the store gone).
 
-Keys (all in the FileStore):
+Keys (all in the FileStore): `launch` names the run's current launch (sync.launches: a relaunch
+under srun, torchrun or our spawners is a new one, and resumes from the checkpoint); every other key
+is that launch's, under `launch/<key>/`, so a relaunch never reads a past launch's generations or
+its `over` mark. A node that joins by hand takes the current launch.
     ids               counter: nodes started later take ids nodes, nodes+1, ...
     gen               the last generation formed (absent before the first)
     round/<g>         the arrivals for generation g: "id:lost.lost,id:...", then, once closed, "|" and
@@ -39,6 +42,7 @@ from dataclasses import dataclass
 from nodes.errors import one_line
 
 CLOSED = "|"  # then the members chosen, "|0.1.3"
+LAUNCH = "launch"  # the run's current launch (sync.launches)
 POLL_S = 0.05
 
 
@@ -92,14 +96,21 @@ def _parse(arrivals: str) -> tuple[list[tuple[int, set[int]]], tuple[int, ...] |
 
 class Rendezvous:
     def __init__(self, run_dir: str, node: int | None, settle_s: float, timeout_s: float,
-                 min_nodes: int = 1, max_nodes: int = 0, first_size: int = 0):
+                 min_nodes: int = 1, max_nodes: int = 0, first_size: int = 0, launch: str | None = None):
         """node: this node's id (None: a node started later takes the next free one); first_size:
-        how many nodes the first generation waits for (the launched count)."""
+        how many nodes the first generation waits for (the launched count); launch: the key of the
+        launch this node was started by (sync.launches), None to join the run's current one."""
         self.path = store_path(run_dir)
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         import torch.distributed as dist
 
-        self.store = dist.FileStore(self.path, -1)
+        files = dist.FileStore(self.path, -1)
+        if launch is None:  # a node joining the run in progress
+            launch = files.get(LAUNCH).decode() if files.check([LAUNCH]) else ""
+        else:  # every rank of the launch writes the same key
+            files.set(LAUNCH, launch)
+        self.launch = launch
+        self.store = dist.PrefixStore(f"launch/{launch}", files) if launch else files
         self.settle_s, self.timeout_s = settle_s, timeout_s
         self.min_nodes, self.max_nodes, self.first_size = min_nodes, max_nodes, first_size
         self.node = node if node is not None else first_size + self.store.add("ids", 1) - 1

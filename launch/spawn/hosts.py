@@ -10,7 +10,8 @@ what the scaling model's fit already holds.
 
 Teardown: the launcher removes the network when the run ends; a guard process
 (launch/spawn/hosts_guard.py, in a session of its own) removes it when the launcher dies in any way,
-SIGKILL included, and kills whatever still runs in the namespaces. Needs root, `ip` and `tc`.
+SIGKILL included, and kills whatever still runs in the namespaces. Needs root, `ip`, `tc` and
+util-linux's `unshare` (each host's own host name).
 """
 from __future__ import annotations
 
@@ -57,9 +58,9 @@ def check_machine(count: int, who: str, what: str) -> None:
                           f"got {what}={count}")
     if os.geteuid() != 0:
         raise ConfigError(f"{who} makes network namespaces and shapes links: run it as root")
-    missing = [c for c in ("ip", "tc") if shutil.which(c) is None]
+    missing = [c for c in ("ip", "tc", "unshare", "hostname") if shutil.which(c) is None]
     if missing:
-        raise ConfigError(f"{who} needs {' and '.join(missing)} (iproute2) on the PATH")
+        raise ConfigError(f"{who} needs {' and '.join(missing)} (iproute2, util-linux) on the PATH")
 
 
 def _run(*cmd: str) -> None:
@@ -134,8 +135,12 @@ class Network:
             _shape(IFNAME, self.bits, ns)  # host i -> bridge: what it sends
 
     def wrap(self, i: int, cmd: list[str]) -> list[str]:
-        """`cmd` run as host i."""
-        return ["ip", "netns", "exec", self.namespace(i), *cmd]
+        """`cmd` run as host i: in its network namespace, and in a UTS namespace whose host name is
+        the namespace's name (every host's /etc/hosts resolves it), as each machine of a cluster has
+        a name of its own; torchrun's c10d rendezvous and Slurm name hosts by it. `sh` execs the
+        command: its pid is the command's."""
+        return ["ip", "netns", "exec", self.namespace(i), "unshare", "--uts", "sh", "-c",
+                'hostname "$0" && exec "$@"', self.namespace(i), *cmd]
 
     def env(self, i: int) -> dict[str, str]:
         """What a node on host i needs: the address the others reach it at, gloo's interface."""

@@ -19,6 +19,8 @@ import time
 
 from launch.process.exits import stop_signal
 from nodes.config.schema import Config
+from sync.launches import ENV as launch_env
+from sync.launches import new_launch
 
 log = logging.getLogger("launch.spawn.local")
 
@@ -72,26 +74,29 @@ def _network(cfg: Config):
 def _start(run_dir: str, n: int, port: int, net=None) -> list[subprocess.Popen]:
     """Rank r's node process: on this machine's loopback, or as emulated host r of `net`."""
     master = net.address(0) if net is not None else "127.0.0.1"
-    procs = []
+    procs, launch = [], new_launch()
     for rank in range(n):
-        cmd, env = node_command(run_dir, (rank, n, master, port), net, rank)
+        cmd, env = node_command(run_dir, (rank, n, master, port), net, rank, launch)
         procs.append(subprocess.Popen(cmd, env=env))
     log.info("started %d nodes on %s:%d (pids %s)", n, master, port, " ".join(str(p.pid) for p in procs))
     return procs
 
 
-def node_command(run_dir: str, world: tuple[int, int, str, int] | None, net=None, host: int = 0):
+def node_command(run_dir: str, world: tuple[int, int, str, int] | None, net=None, host: int = 0,
+                 launch: str = ""):
     """(argv, environment) of one `python -m launch.node RUN_DIR`: rank `world` = (rank, size,
-    master address, port) of a world this launch forms, or None: a node joining the run (elastic);
-    on this machine's loopback, or as emulated host `host` of `net`."""
+    master address, port) of a world this launch (key `launch`, sync.launches) forms, or None: a
+    node joining the run (elastic); on this machine's loopback, or as emulated host `host` of `net`."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("SLURM_")  # the spawned world is ours, not a Slurm step's
-           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+           if not k.startswith(("SLURM_", "TORCHELASTIC_"))  # the spawned world is ours, not a step's
+           and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                         launch_env)}
     env["DISTRL_NODE_ADDR"] = "127.0.0.1"
     if world is not None:
         rank, n, master, port = world
         env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
                    MASTER_ADDR=master, MASTER_PORT=str(port))
+        env[launch_env] = launch or new_launch()
     cmd = [sys.executable, "-m", "launch.node", run_dir]
     if net is not None:
         env.update(net.env(host))

@@ -46,7 +46,9 @@ def run_rank(cfg: Config, world, stop_signals: Sequence[int] = DEFAULT_STOP_SIGN
 
 def make_rendezvous(cfg: Config, node: int | None):
     """The run's elastic rendezvous (sync.rendezvous) for node id `node` (None: the next free id)."""
+    from sync.launches import launch_id
     from sync.rendezvous import Rendezvous
 
     y = cfg.sync
-    return Rendezvous(cfg.run_dir, node, y.settle_s, y.timeout_s, y.min_nodes, y.max_nodes, first_size=cfg.nodes)
+    return Rendezvous(cfg.run_dir, node, y.settle_s, y.timeout_s, y.min_nodes, y.max_nodes, first_size=cfg.nodes,
+                      launch=launch_id(timeout_s=y.timeout_s))

@@ -61,6 +61,10 @@ class RunRecord:
         state.load_state_dict(ckpt.load(path), path, episodes_here)
         log.info("resumed from %s: %d env frames, policy version %d", path, state.stats.env_frames,
                  state.learners[0].version)
+        most = self.cfg.train.max_env_frames
+        if most and state.stats.env_frames >= most:  # a relaunch of a finished run: say why nothing trains
+            log.warning("the run already reached train.max_env_frames=%d: nothing left to train (raise it to "
+                        "train on)", most)
         return path
 
     def checkpoint(self, state_dict: dict, wait: bool = False) -> None:

@@ -1,0 +1,88 @@
+"""torchrun as users start it on several machines: one torchrun per emulated host (launch.spawn.hosts:
+a network namespace, an address and a host name of its own), with the commands docs/several-nodes.md
+gives. Static rendezvous with --node-rank; c10d rendezvous with one line on every host, a host that
+dies mid-run, and a relaunch of that run (the same --rdzv-id) that resumes where it ended."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from helpers import ROOT, summary
+
+from launch.spawn import hosts
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+
+GYM = ["env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32", "sampler.num_workers=1",
+       "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=128", "train.status_every_s=1",
+       "sync.timeout_s=20"]
+PORT = 29400  # each host has its own ports: no other process listens in host 0's namespace
+
+
+def _torchrun(net, i, run_dir, rendezvous, *overrides):
+    """Host i's torchrun, as its user would type it there; its output in run_dir/../h<i>.<n>.out."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={net.hosts}", "--nproc-per-node=1",
+           *rendezvous, f"--log-dir={run_dir}/torchrun/h{i}", "-m", "launch.train", f"hydra.run.dir={run_dir}",
+           *GYM, *overrides]
+    out = f"{run_dir}.h{i}.{time.monotonic_ns()}.out"
+    proc = subprocess.Popen(net.wrap(i, cmd), cwd=ROOT, env=dict(os.environ, **net.env(i)),
+                            stdout=open(out, "w"), stderr=subprocess.STDOUT)
+    proc.out = out
+    return proc
+
+
+def _c10d(net):
+    return ["--rdzv-backend=c10d", f"--rdzv-endpoint={net.namespace(0)}:{PORT}", "--rdzv-id=exp1"]
+
+
+def _text(proc) -> str:
+    return open(proc.out).read()
+
+
+def _wait_for(what, predicate, timeout):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"no {what} in {timeout} s"
+        time.sleep(0.2)
+
+
+def test_static_rendezvous_with_node_rank_on_two_hosts(tmp_path):
+    run_dir = str(tmp_path / "run")
+    with hosts.Network(2, hosts.parse_rate("1gbit")) as net:
+        static = ["--master-addr", net.namespace(0), f"--master-port={PORT}"]
+        procs = [_torchrun(net, i, run_dir, [*static, f"--node-rank={i}"], "train.max_env_frames=2048")
+                 for i in range(2)]
+        codes = [p.wait(180) for p in procs]
+    assert codes == [0, 0], "\n".join(_text(p)[-2000:] for p in procs)
+    s = summary(run_dir)
+    assert s["outcome"] == "finished" and s["nodes"] == 2 and len(set(s["param_checksums"])) == 1
+    assert "node 1 is rank 1 of 2" in open(os.path.join(run_dir, "train_rank1.log")).read()
+
+
+def test_c10d_on_three_hosts_survives_a_dead_host_and_a_relaunch_resumes(tmp_path):
+    run_dir = str(tmp_path / "run")
+    with hosts.Network(3, hosts.parse_rate("1gbit")) as net:
+        procs = [_torchrun(net, i, run_dir, _c10d(net), "train.max_env_frames=30000") for i in range(3)]
+        _wait_for("training", lambda: "| fps" in _text(procs[0]), 120)
+        time.sleep(1.0)
+        for pid in net.pids(2):  # host 2 dies: its torchrun, its node, the node's workers
+            os.kill(pid, signal.SIGKILL)
+        _wait_for("end of the survivors' run", lambda: all("run finished" in _text(p) for p in procs[:2]), 180)
+        s = summary(run_dir)
+        assert s["outcome"] == "finished" and s["nodes"] == 2 and len(set(s["param_checksums"])) == 1
+        assert s["membership"][-1]["left"] == [2]
+        # the survivors' agents now wait in torchrun's exit barrier (300 s, fixed in torch, inside a store
+        # call that SIGTERM does not interrupt) for host 2's agent, which will never come
+        # (docs/several-nodes.md): their nodes are done, so end them as their user would
+        for p in procs[:2]:
+            p.kill()
+            p.wait(60)
+        # the same command again, with a higher limit: a new launch that resumes, on all three hosts
+        again = [_torchrun(net, i, run_dir, _c10d(net), "train.max_env_frames=40000") for i in range(3)]
+        codes = [p.wait(180) for p in again]
+    assert codes == [0, 0, 0], "\n".join(_text(p)[-2000:] for p in again)
+    s = summary(run_dir)
+    assert s["outcome"] == "finished" and s["nodes"] == 3 and len(set(s["param_checksums"])) == 1
+    assert s["resumed_from"] and s["env_frames"] >= 40000
