@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 import torch.distributed as dist
 
+from sync.launches import launch_id
 from sync.rendezvous import Rendezvous, RunFull, RunOver, reset
 from sync.store_keeper import running
 
@@ -108,6 +109,51 @@ def test_max_nodes_turns_a_newcomer_away_and_a_finished_run_has_nothing_to_join(
     with pytest.raises(RunOver, match="finished"):
         Rendezvous(run, None, 3.0, 20, first_size=2).join()
     close_all(made)
+
+
+def test_a_relaunch_forms_its_own_generations_and_a_joiner_takes_the_current_launch(tmp_path):
+    """A run marked over by launch A (finished, or below min_nodes) is relaunched as B (srun, torchrun
+    or our spawner, never reset by hand): B's nodes form generation 0 of their own; a node started by
+    hand joins B, the current launch, not A."""
+    run = str(tmp_path)
+    first = [Rendezvous(run, n, 3.0, 20, first_size=2, launch="A") for n in (0, 1)]
+    formed = [None, None]
+    threads = [threading.Thread(target=lambda i=i: formed.__setitem__(i, first[i].join())) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert formed[0].number == 0 and formed[0].members == (0, 1)
+    first[0].mark_over("failed")
+    close_all(first)
+    again = [Rendezvous(run, n, 3.0, 20, first_size=1, launch="B") for n in (0,)]
+    gen = again[0].join()
+    assert (gen.number, gen.members) == (0, (0,))  # not "the run is over": B is a launch of its own
+    joiner = Rendezvous(run, None, 3.0, 20, first_size=1)
+    assert joiner.launch == "B" and joiner.node == 1  # ids count within B
+    again[0].mark_over("finished")
+    with pytest.raises(RunOver, match="finished"):
+        joiner.join()
+    close_all(again)
+
+
+def test_every_rank_of_a_launch_derives_one_key_and_two_launches_two():
+    assert launch_id({"DISTRL_LAUNCH_ID": "local-1", "SLURM_JOB_ID": "7"}) == "local-1"
+    step = {"SLURM_JOB_ID": "7", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2", "SLURM_PROCID": "1"}
+    assert launch_id(step) == launch_id({**step, "SLURM_PROCID": "0"}) == "slurm-7.0.0"
+    assert len({launch_id(step), launch_id({**step, "SLURM_STEP_ID": "1"}),
+                launch_id({**step, "SLURM_RESTART_COUNT": "1"})}) == 3  # a second srun, a requeued job
+    # an array element that requeues itself rejoins the elements still running: one key for the array
+    element = {"SLURM_ARRAY_JOB_ID": "9", "SLURM_ARRAY_TASK_ID": "1", "SLURM_JOB_ID": "10", "SLURM_STEP_ID": "0"}
+    assert launch_id(element) == launch_id({**element, "SLURM_RESTART_COUNT": "2"}) == "slurm-array-9"
+    assert launch_id({}) is None and launch_id({"SLURM_JOB_ID": "7"}) is None  # joins the current launch
+    # torchrun: a token in its agents' store, one per store (per launch), with its restart count
+    stores = [dist.TCPStore("127.0.0.1", 0, 1, is_master=True, wait_for_workers=False) for _ in range(2)]
+    ranks = [{"TORCHELASTIC_RUN_ID": "none", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(s.port),
+              "TORCHELASTIC_RESTART_COUNT": "0", "RANK": str(r)} for s in stores for r in (0, 1)]
+    keys = [launch_id(env) for env in ranks]
+    assert keys[0] == keys[1] != keys[2] == keys[3] and keys[0].startswith("torchrun-")
+    assert launch_id({**ranks[0], "TORCHELASTIC_RESTART_COUNT": "1"}) not in keys
 
 
 def test_store_keeper_ends_with_its_node(tmp_path):

@@ -246,19 +246,24 @@ def test_hydra_submitit_launcher_runs_two_node_jobs(slurm, tmp_path):
 
 
 @pytest.mark.parametrize("world", [[], ["sync.elastic=false"]], ids=["elastic", "fixed"])
-def test_srun_inside_an_allocation(slurm, tmp_path, world):
-    """A fixed world meets at the port its rank 0 published in the run directory (launch.slurm.step)."""
+def test_srun_inside_an_allocation_and_an_srun_after_it_finished_resumes(slurm, tmp_path, world):
+    """A fixed world meets at the port its rank 0 published in the run directory (launch.slurm.step).
+    The second srun relaunches the finished run with a higher limit: it resumes and trains on (an
+    elastic run's new step is a launch of its own, sync.launches: it does not read the first one's
+    `over` mark)."""
     run_dir = str(tmp_path / "run")
     script = tmp_path / "job.sh"
-    args = " ".join([f"hydra.run.dir={run_dir}", *TINY, "train.max_env_frames=2048", *world])
+    args = " ".join([f"hydra.run.dir={run_dir}", *TINY, *world])
     script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --time=5 --output={tmp_path}/slurm-%j.out\n"
-                      f"cd {ROOT}\nsrun {sys.executable} -m launch.train {args}\n")
+                      f"cd {ROOT}\nsrun {sys.executable} -m launch.train {args} train.max_env_frames=2048 || exit 1\n"
+                      f"srun {sys.executable} -m launch.train {args} train.max_env_frames=4096\n")
     job = slurm.run("sbatch", "--parsable", str(script)).stdout.strip().split(";")[0]
     state = slurm.final_state(job)
     assert state == "COMPLETED", open(glob.glob(f"{tmp_path}/slurm-*.out")[0]).read()[-3000:]
-    assert_two_node_run(run_dir)
+    s = assert_two_node_run(run_dir)
+    assert s["resumed_from"] and s["env_frames"] >= 4096, s
     published = glob.glob(os.path.join(run_dir, "slurm", f"master_port.{job}.*"))
-    assert len(published) == (1 if world else 0), published
+    assert len(published) == (2 if world else 0), published
 
 
 def test_gpu_job_is_submitted_from_a_cpu_host_and_fails_on_its_nodes_in_one_line(slurm, tmp_path):
