@@ -2,14 +2,14 @@
 
 - Process group: on a GPU with NCCL, one group with two backends, "cpu:gloo,cuda:nccl": gradients
   (with the observation moments; tensors on the model's device) go over NCCL; stats rows, checksums
-  and the run state shared at the start (pickled) go as CPU tensors over gloo (a tiny NCCL
+  and the run state shared at the start (bytes) go as CPU tensors over gloo (a tiny NCCL
   collective costs a kernel launch and a host sync to read). `device_id` makes NCCL connect at
   init, so a set-up error is reported as such, not later as a lost peer. On CPU (or with
   sync.backend=gloo and CUDA tensors) plain gloo. Rendezvous through a TCPStore on rank 0 (the
   World's master address and port); collectives bounded by sync.timeout_s, NCCL's own limit by
   sync.timeout_s + 60 s (a backstop: our watch below fires first).
 - Start: `share` gives every rank the run state (nodes.run.run_state) of rank 0 (a fixed world) or of the
-  rank that went furthest (elastic), pickled over the small (CPU) device.
+  rank that went furthest (elastic): its length, then its bytes as a uint8 tensor, over the small (CPU) device.
 - Every iteration: one flat all-reduce (sync.flat_grads) of every trainable parameter's gradient
   weighted by each node's sample count, the sample count, the stop votes and the running norms'
   moments. Every sync.stats_every iterations and after the last: a small stats row gathered.
@@ -26,8 +26,7 @@
   collective fails (a peer's socket closed, or the timeout), the ranks whose heartbeat stopped
   changing (sync.liveness: one rule, on this host's clock) are named in the error; if the store
   itself is gone, rank 0 (its host) is the lost one.
-  Every collective but the state broadcast of a world change (broadcast_object_list has no
-  async form) is started asynchronously and waited for here: an NCCL collective
+  Every collective is started asynchronously and waited for here: an NCCL collective
   returns once queued and a dead peer makes it hang, not fail, so the wait polls the work and,
   about once a second, the heartbeats; a rank whose heartbeat stopped changing, or
   sync.timeout_s without an answer, ends it with PeerLost. gloo still fails at once when a
@@ -54,6 +53,7 @@ from nodes.errors import PeerLost, one_line
 from nodes.models.numerics import param_checksum
 from nodes.run.peers import Peers, agreement_digest, vote_flags, world_vote
 from sync.flat_grads import pack, unpack
+from sync.listen import serving_store
 from sync.liveness import HEARTBEAT_S, PREFIX, Heartbeat, Liveness
 from sync.watchdog import Watchdog
 from sync.world import World
@@ -82,7 +82,7 @@ def group_backend(device: str, backend: str) -> str:
 
 def collective_devices(device: str) -> tuple[torch.device, torch.device]:
     """(bulk, small): where gradients, moments and parameters travel (the model's device), and where
-    stats rows, checksums and pickled objects do: the CPU, whatever the backend, since they are read
+    stats rows, checksums and the start-up state's bytes do: the CPU, whatever the backend, since they are read
     on the host (on CUDA each would cost a copy and a sync) and gloo carries them."""
     return torch.device(device), torch.device("cpu")
 
@@ -127,7 +127,8 @@ class DistPeers(Peers):
     def _connect(self, addr: str, port: int, rank: int, size: int, host: bool) -> None:
         """Join one world: its store, the process group, the heartbeat thread."""
         self.rank, self.world_size = rank, size
-        self.store = dist.TCPStore(addr, port, size, is_master=host, timeout=self.timeout)
+        self.store = (serving_store(addr, port, size, self.cfg.timeout_s) if host  # listens on addr only
+                      else dist.TCPStore(addr, port, size, is_master=False, timeout=self.timeout))
         dist.init_process_group(self.backend, store=self.store, rank=rank, world_size=size,
                                 timeout=self.timeout + NCCL_SLACK if self._nccl else self.timeout,
                                 device_id=self.device if self._nccl else None)
@@ -342,9 +343,15 @@ class DistPeers(Peers):
             return None
         rows = self.gather_stats([float(progress)])
         best = max(range(self.world_size), key=lambda r: (rows[r][0], -r))
-        obj = [state() if self.rank == best else None]
-        self._guard("the state broadcast", lambda: dist.broadcast_object_list(obj, best, device=self.small_device))
-        return None if self.rank == best else obj[0]
+        # bytes as a length and a uint8 tensor, not broadcast_object_list: nothing read from the
+        # network is unpickled here (the state's own loader decides what it accepts)
+        data = state() if self.rank == best else b""
+        size = torch.tensor([len(data)], dtype=torch.int64, device=self.small_device)
+        self._collective("the state broadcast", functools.partial(dist.broadcast, src=best), size)
+        buf = (torch.frombuffer(bytearray(data), dtype=torch.uint8) if self.rank == best
+               else torch.empty(int(size.item()), dtype=torch.uint8, device=self.small_device))
+        self._collective("the state broadcast", functools.partial(dist.broadcast, src=best), buf)
+        return None if self.rank == best else buf.numpy().tobytes()
 
     def mark_over(self, outcome: str) -> None:
         with contextlib.suppress(Exception):  # best effort: the run's result is already written

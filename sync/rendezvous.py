@@ -251,7 +251,8 @@ class Rendezvous:
         port_in, port_out = ctx.Pipe(duplex=False)
         node_alive, alive_end = ctx.Pipe(duplex=False)  # the keeper reads, this node holds the other end
         keeper = ctx.Process(target=serve, name="store_keeper", daemon=True,
-                             args=(size, self.timeout_s, os.path.dirname(self.path), port_out, node_alive))
+                             args=(size, self.timeout_s, os.path.dirname(self.path), port_out, node_alive,
+                                   host_address()))
         keeper.start()
         port_out.close()
         node_alive.close()

@@ -18,15 +18,15 @@ import contextlib
 import ctypes
 import os
 import signal
-from datetime import timedelta
 
 NAME = b"store_keeper"
 PR_SET_NAME = 15
 
 
-def serve(size: int, timeout_s: float, workdir: str, port_out, node_alive) -> None:
-    """The keeper's body (in the fork server's child): host the store, send its port on
-    `port_out`, serve until `node_alive` (the node's end of a pipe) is closed."""
+def serve(size: int, timeout_s: float, workdir: str, port_out, node_alive, addr: str = "0.0.0.0") -> None:
+    """The keeper's body (in the fork server's child): host the store on `addr` (how the other
+    nodes reach this one: sync.listen), send its port on `port_out`, serve until `node_alive` (the
+    node's end of a pipe) is closed."""
     # Ctrl-C, scancel's SIGTERM and Slurm's preemption signal reach every process of a step: they
     # are for the trainer, which stops after an iteration that still needs this store
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
@@ -34,10 +34,9 @@ def serve(size: int, timeout_s: float, workdir: str, port_out, node_alive) -> No
     with contextlib.suppress(OSError, AttributeError):  # not Linux: only the leftover check loses its handle
         ctypes.CDLL(None).prctl(PR_SET_NAME, NAME, 0, 0, 0)
     os.chdir(workdir)
-    import torch.distributed as dist
+    from sync.listen import serving_store
 
-    store = dist.TCPStore("0.0.0.0", 0, size, is_master=True, timeout=timedelta(seconds=timeout_s),
-                          wait_for_workers=False)
+    store = serving_store(addr, 0, size, timeout_s, wait_for_workers=False)
     port_out.send(store.port)
     port_out.close()
     with contextlib.suppress(EOFError, OSError):

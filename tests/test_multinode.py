@@ -51,12 +51,31 @@ def test_two_nodes_end_with_identical_parameters_that_moved(run_dir):
     assert s["policy_version"] >= sum(s["samples_per_rank"]) / 128
 
 
+def _listeners(pids):
+    """(local address, process name) of every listening TCP socket of `pids` and their children."""
+    tree = set(pids)
+    for _ in range(3):  # the nodes' children (the store keeper is a child of a node's fork server's)
+        out = subprocess.run(["ps", "-eo", "pid=,ppid="], capture_output=True, text=True).stdout.split()
+        tree |= {int(c) for c, p in zip(out[::2], out[1::2]) if int(p) in tree}
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    found = []
+    for line in out.splitlines():
+        m = re.search(r"\s(\S+):\d+\s+\S+\s+users:\(\(\"([^\"]+)\",pid=(\d+)", line)
+        if m and int(m.group(3)) in tree:
+            found.append((m.group(1), m.group(2)))
+    return found
+
+
 def test_one_ranks_signal_stops_both_after_the_same_iteration(run_dir):
     """SIGTERM to rank 1 alone: its vote rides in the next gradient all-reduce, so rank 0 stops
     after the same iteration, with equal parameters, rank 1's final checkpoint written by rank 0."""
     proc = start_train(run_dir, *TWO_GYM, "train.max_env_frames=0", "sync.stats_every=7")
     m, _ = read_until(proc, r"started 2 nodes on .* \(pids (\d+) (\d+)\)", 60)
     read_until(proc, r"frames [\d,]+ \| fps", 120)  # both ranks are training
+    # on one machine everything of ours listens on the loopback only: the store keeper, gloo's pairs
+    listening = _listeners([int(m.group(1)), int(m.group(2))])
+    assert listening and all(addr == "127.0.0.1" for addr, _ in listening), listening
+    assert {"store_keeper", "python"} <= {who for _, who in listening}, listening
     os.kill(int(m.group(2)), signal.SIGTERM)
     out = proc.communicate(timeout=120)[0]
     # the launcher says a rank stopped on the signal (a clean stop), not that it failed

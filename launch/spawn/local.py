@@ -91,7 +91,8 @@ def node_command(run_dir: str, world: tuple[int, int, str, int] | None, net=None
            if not k.startswith(("SLURM_", "TORCHELASTIC_"))  # the spawned world is ours, not a step's
            and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                          launch_env)}
-    env["DISTRL_NODE_ADDR"] = "127.0.0.1"
+    # on this machine the nodes reach each other on the loopback: their stores and gloo listen there only
+    env.update(DISTRL_NODE_ADDR="127.0.0.1", GLOO_SOCKET_IFNAME="lo")
     if world is not None:
         rank, n, master, port = world
         env.update(RANK=str(rank), WORLD_SIZE=str(n), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(n),
