@@ -5,7 +5,9 @@ HEARTBEAT_S seconds, a value that changes on every beat (a counter; never a time
 are never compared, so clock skew between hosts names no one). A rank is lost when the value this
 host reads for it has not changed for STALE_BEATS x HEARTBEAT_S seconds of this host's
 time.monotonic(). Staleness needs two looks that far apart: the first look only records the beat.
-A store that no longer takes connections names its host, rank 0.
+A store that no longer takes connections (or closes one) names its host, rank 0; a look that times
+out on a store that still takes connections (a busy store) names no one. A look costs two store calls (check,
+multi_get) whatever the world's size.
 
 One `Liveness` per world (a store, a rank, a size) serves every path that names a peer lost: the
 quick look during a wait (`stale`), the polled look after a failure or from the watchdog (`lost`);
@@ -76,12 +78,15 @@ class Liveness:
 
     def look(self, store) -> list[int]:
         """One look at every other rank's beat through `store` (a client under PREFIX): the ranks whose
-        beat is the one first seen more than stale_s ago. Raises what the store raises."""
-        beats = {}
-        for r in range(self.world_size):
-            if r != self.rank:
-                key = beat_key(r)
-                beats[r] = store.get(key) if store.check([key]) else None  # get() would wait for it
+        beat is the one first seen more than stale_s ago. Two store calls whatever the world's size
+        (check, then multi_get) once every rank has beaten; a key by key look until then (get() and
+        multi_get() would wait for a missing key). Raises what the store raises."""
+        others = [r for r in range(self.world_size) if r != self.rank]
+        keys = [beat_key(r) for r in others]
+        if store.check(keys):
+            beats = dict(zip(others, store.multi_get(keys)))
+        else:
+            beats = {r: store.get(k) if store.check([k]) else None for r, k in zip(others, keys)}
         return self._record(beats, time.monotonic())
 
     def _record(self, beats: dict[int, bytes | None], now: float) -> list[int]:
@@ -105,13 +110,27 @@ class Liveness:
         return self._conn
 
     def stale(self) -> list[int]:
-        """One quick look (during a wait, the owner thread): the stale ranks, [0] if the store is gone."""
+        """One quick look (during a wait, the owner thread): the stale ranks, [0] if the store is gone.
+        A failed look on a store that still takes connections (a timeout on a busy store) names no
+        one: the next look decides."""
         if not self.store_answers():  # a store client would retry a dead store for 10 s and more
             return [0]
         try:
             return self.look(self._own_conn() or self._client())
-        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
-            return [0]
+        except Exception as exc:  # noqa: BLE001 - the store's host is gone, or the store was slow to answer
+            return self._failed_look(exc)
+
+    def _failed_look(self, exc: Exception) -> list[int]:
+        """After a look raised: [] for a timeout of a store that still takes connections (a busy
+        store: nobody is named for it; the owner's connection is made again at its next look, as
+        the one that timed out may hold a late answer); else [0], the store's host is gone (a
+        connection closed or refused: the store ended, perhaps just after its port answered)."""
+        text = str(exc).lower()
+        if ("timeout" in text or "timed out" in text) and self.store_answers():
+            if threading.get_ident() == self._owner:
+                self._conn = None
+            return []
+        return [0]
 
     def lost(self, wait_s: float) -> list[int]:
         """Look every POLL_S until some rank is stale or wait_s has passed; returns the stale ranks
@@ -120,17 +139,20 @@ class Liveness:
         above that answers for a dead rank; the call returns within wait_s plus one look."""
         if not self.store_answers():
             return [0]
-        try:
-            store = self._own_conn() or self._client()  # another thread: the owner's may be in a call
-            deadline = time.monotonic() + wait_s
-            while True:
-                # a store that dies now raises here: the except below names its host, not everyone
+        deadline = time.monotonic() + wait_s
+        store = None
+        while True:
+            try:
+                store = store or self._own_conn() or self._client()  # another thread: the owner's may be in a call
+                # a store that dies now raises here: its host is named below, not everyone
                 lost = self.look(store)
-                if lost or time.monotonic() + POLL_S > deadline:
+            except Exception as exc:  # noqa: BLE001 - the store's host is gone, or the store was slow to answer
+                store, lost = None, self._failed_look(exc)
+                if lost:
                     return lost
-                time.sleep(POLL_S)
-        except Exception:  # noqa: BLE001 - cannot reach the store: its host, rank 0, is gone
-            return [0]
+            if lost or time.monotonic() + POLL_S > deadline:
+                return lost
+            time.sleep(POLL_S)
 
 
 class Heartbeat:
@@ -143,21 +165,22 @@ class Heartbeat:
         self._store = dist.PrefixStore(PREFIX, dist.TCPStore(addr, port, world_size, is_master=False,
                                                              timeout=timedelta(seconds=10)))
         self._rank, self._each_beat = rank, each_beat
+        self._beats = itertools.count(1)
+        # the first beat before the world is used: the others' looks then find every rank's key
+        self._store.set(beat_key(rank), str(next(self._beats)))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        beats = itertools.count(1)
-        while not self._stop.is_set():
-            try:
-                self._store.set(beat_key(self._rank), str(next(beats)))
-            except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
-                return
+        while not self._stop.wait(HEARTBEAT_S):
             if self._each_beat is not None:
                 with contextlib.suppress(Exception):
                     self._each_beat()
-            self._stop.wait(HEARTBEAT_S)
+            try:
+                self._store.set(beat_key(self._rank), str(next(self._beats)))
+            except Exception:  # noqa: BLE001 - the store host is gone; the main thread will say so
+                return
 
     def stop(self, wait_s: float) -> bool:
         """Stop beating; False if the thread is still in a store call after wait_s."""

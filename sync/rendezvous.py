@@ -114,7 +114,8 @@ class Rendezvous:
         self.settle_s, self.timeout_s = settle_s, timeout_s
         self.min_nodes, self.max_nodes, self.first_size = min_nodes, max_nodes, first_size
         self.node = node if node is not None else first_size + self.store.add("ids", 1) - 1
-        self.keepers: list = []  # (process, pipe end): the TCPStores this node hosts, one per generation it led
+        # (generation, process, pipe end): the TCPStores this node hosts, one per generation it led
+        self.keepers: list = []
 
     # ------------------------------------------------------------------ reads
     def _get(self, key: str) -> str | None:
@@ -232,7 +233,7 @@ class Rendezvous:
         """The generation's TCPStore: hosted by its lowest node (a store keeper child), found by the others."""
         key = f"gen/{number}/store"
         if members[0] == self.node:
-            addr, port = self._host_store(len(members))
+            addr, port = self._host_store(len(members), number)
             self.store.set(key, f"{addr}:{port}")
             self.store.set("gen", str(number))
         while (value := self._get(key)) is None:
@@ -242,7 +243,7 @@ class Rendezvous:
         addr, _, port = value.rpartition(":")
         return Generation(number, members, addr, int(port))
 
-    def _host_store(self, size: int) -> tuple[str, int]:
+    def _host_store(self, size: int, number: int) -> tuple[str, int]:
         """Start a store keeper (sync.store_keeper) from this node's fork server; its address."""
         from nodes.sampling.fork_server import start_context
         from sync.store_keeper import serve
@@ -259,7 +260,7 @@ class Rendezvous:
         # a node that exits without close() ends its keepers first: multiprocessing's own exit
         # handler (registered earlier, so run later) joins its children, a keeper among them
         atexit.register(alive_end.close)
-        self.keepers.append((keeper, alive_end))
+        self.keepers.append((number, keeper, alive_end))
         try:
             if not port_in.poll(self.timeout_s):
                 raise RuntimeError(f"no port in {self.timeout_s:g} s")
@@ -271,12 +272,22 @@ class Rendezvous:
             port_in.close()
         return host_address(), int(port)
 
+    def retire(self, before: int) -> None:
+        """Stop the store keepers of generations before `before`: called once this node is in
+        generation `before`'s process group, which every member entered through its own store, so
+        the old ones serve nobody (a node left out of it finds its old store gone, and joins the next)."""
+        self._stop([k for k in self.keepers if k[0] < before])
+
     def close(self) -> None:
         """Stop the store keepers this node started (they also end when this process does)."""
-        for keeper, alive_end in self.keepers:
+        self._stop(self.keepers)
+
+    def _stop(self, keepers: list) -> None:
+        for item in keepers:
+            _, keeper, alive_end = item
             with contextlib.suppress(Exception):
                 alive_end.close()
                 keeper.join(5)
                 if keeper.is_alive():
                     keeper.kill()
-        self.keepers = []
+        self.keepers = [k for k in self.keepers if k not in keepers]

@@ -236,3 +236,25 @@ def test_a_frozen_peer_is_named_by_its_heartbeat_in_every_collective(tmp_path, w
                 p.join(10)
     lost, took = torch.load(tmp_path / "rank0.pt")
     assert lost == [1] and took < NAMED_WITHIN_S + HEARTBEAT_S, (what, lost, took)  # not sync.timeout_s (30 s)
+
+
+def test_a_look_that_times_out_on_a_busy_store_names_no_one_and_a_closed_one_names_rank_0():
+    """A store call that times out while the store still takes connections (a busy store at many
+    ranks) is not a lost rank 0 (before 2026-11-29 any failed look named it); a connection the store
+    closed is."""
+    class Failing:
+        def __init__(self, message):
+            self.message = message
+
+        def check(self, keys):
+            raise RuntimeError(self.message)
+
+    live = Liveness("127.0.0.1", 1, 1, 3)
+    live.store_answers = lambda: True
+    live._conn = Failing("waitForInput: socket timed out after 5000ms")
+    assert live.stale() == [] and live._conn is None  # the next look makes a new connection
+    live._conn = Failing("Failed to recv, got 0 bytes. Connection was likely closed.")
+    assert live.stale() == [0]
+    live._conn = Failing("Socket Timeout")
+    live.store_answers = lambda: False  # and a store that no longer answers is gone, timeout or not
+    assert live.stale() == [0]

@@ -164,7 +164,7 @@ def test_store_keeper_ends_with_its_node(tmp_path):
     with socket.create_connection((gen.store_addr, gen.store_port), timeout=2):
         pass
     # a child of the fork server, named and found as the run's (the leftover checks use this)
-    assert running(run) == [made[0].keepers[0][0].pid]
+    assert running(run) == [made[0].keepers[0][1].pid]
     close_all(made)
     with pytest.raises(OSError):
         socket.create_connection((gen.store_addr, gen.store_port), timeout=2).close()
