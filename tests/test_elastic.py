@@ -9,9 +9,13 @@ import subprocess
 import threading
 import time
 
-from helpers import start_train, summary, train, world_sizes
+import pytest
+from helpers import ROOT, compose, free_port, start_train, summary, train, world_sizes
 
+from launch.process.resolved import write_resolved
+from launch.spawn.local import node_command
 from nodes.record import checkpoint as ckpt
+from sync.launches import new_launch
 from sync.store_keeper import running
 
 THREE_GYM = ["nodes=3", "env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
@@ -134,4 +138,44 @@ def test_frozen_node_is_dropped_and_the_others_finish_identical(run_dir):
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["env_frames"] >= target and s["nodes"] == 2
     assert len(set(s["param_checksums"])) == 1 and [c["left"] for c in s["membership"]] == [[], [2]]
+    no_leftovers(run_dir)
+
+
+def test_a_node_whose_clocks_run_ahead_is_not_named_lost_and_the_dead_one_is(tmp_path):
+    """Hosts' clocks are never compared: rank 2 runs in a time namespace whose monotonic and boot-time
+    clocks are 15 s ahead of the others' (`unshare --time`: the kernel's own clocks, as another host
+    has; the wall clock's skew is tests/test_liveness.py's). Rank 1 is SIGKILLed: both survivors name
+    rank 1 alone, form a world of 2 and finish with the same parameters. (libfaketime, which the
+    issue used, makes Python's timed waits in the faked process hang: threading.Event().wait(1.0)
+    had not returned after 50 s with its monotonic clock faked, so that rank's heartbeat really stops.)"""
+    if os.geteuid() != 0:
+        pytest.skip("a time namespace needs root")
+    run_dir = str(tmp_path / "run")
+    write_resolved(compose(*THREE_GYM, "train.max_env_frames=30000", run_dir=run_dir))
+    port, launch = free_port(), new_launch()
+    procs = []
+    for rank in range(3):
+        cmd, env = node_command(run_dir, (rank, 3, "127.0.0.1", port), launch=launch)
+        if rank == 2:
+            cmd = ["unshare", "--time", "--monotonic", "15", "--boottime", "15", *cmd]
+        with open(f"{run_dir}/node{rank}.out", "w") as out:
+            procs.append(subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT))
+    try:
+        deadline = time.time() + 120
+        while "| fps" not in open(f"{run_dir}/node0.out").read():
+            assert time.time() < deadline and procs[0].poll() is None, open(f"{run_dir}/node0.out").read()[-3000:]
+            time.sleep(0.2)
+        time.sleep(1.0)
+        procs[1].kill()
+        codes = [p.wait(120) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert codes == [0, -9, 0], codes
+    s = summary(run_dir)
+    assert s["outcome"] == "finished" and s["nodes"] == 2 and len(set(s["param_checksums"])) == 1
+    assert [m["world_size"] for m in s["membership"]] == [3, 2], s["membership"]
+    for log in ("train.log", "train_rank2.log"):
+        lost = re.findall(r"lost rank ([\d, ]+) during", open(os.path.join(run_dir, log)).read())
+        assert lost and set(lost) == {"1"}, (log, lost)
     no_leftovers(run_dir)
