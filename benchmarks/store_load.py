@@ -3,15 +3,16 @@
     cd CHECKOUT && python /path/to/benchmarks/store_load.py [--ranks 8 32 64] [--seconds 20]
 
 Runs from the current directory's checkout (its `sync` package), so the same script measures
-two commits side by side. For each rank count it starts that many local ranks (spawned processes,
-sync.dist_peers.DistPeers in a fixed world over gloo on 127.0.0.1, rank 0 hosting the store, as a
-generation's store keeper would) and runs iterations shaped like a straggler-handling node's:
-every rank "collects" for a while (a quarter of the ranks longer than the others: SCENARIOS),
-polling the ready counter as nodes/sampling/batcher.py does (every 2 ms, through
-`others_ready`) until its batch is full (`mark_ready`) or enough others are ready; then a small
-all-reduce (`all_sum`, whose wait looks at the heartbeats once a second); the heartbeat threads
-beat meanwhile. Every store call of the three paths (ready counter, heartbeat, liveness looks) is
-counted and timed by a proxy around the store clients.
+two commits side by side. For each rank count it starts that many local ranks (spawned processes;
+rank 0 hosts the TCPStore, as a generation's store keeper does) with the store traffic of a
+node and none of its training: the real heartbeat thread (sync.liveness.Heartbeat), the real
+liveness looks (Liveness.stale, once a second while waiting, as DistPeers._wait looks during a
+collective), and DistPeers' own mark_ready/others_ready on the ready counter. Iterations are shaped
+like a straggler-handling node's: every rank "collects" for a while (a quarter of the ranks longer
+than the others: SCENARIOS), polling the ready counter as nodes/sampling/batcher.py does (every
+2 ms) until its batch is full or enough others are ready, then waits for every rank (a shared
+counter standing in for the gradient all-reduce: gloo's full mesh of 64 ranks does not form on 2
+cores). Every store call of the three paths is counted and timed by a proxy around the clients.
 
 Prints, per rank count: store calls per second over all ranks (and by path), the heaviest rank's
 time inside store calls per iteration (main thread: ready counter + looks), and iterations per
@@ -60,50 +61,80 @@ class Counting:
         return call
 
 
-def _rank(rank: int, size: int, port: int, seconds: float, root: str, out: str, scenario: str) -> None:
+def _rank(rank: int, size: int, port: int, seconds: float, root: str, out: str, scenario: str,  # noqa: C901
+          imported, arrived, stop) -> None:
     sys.path.insert(0, root)
-    import torch
-    from omegaconf import OmegaConf
+    import math
+    import types
+    from datetime import timedelta
 
-    from nodes.config.schema import Config
-    from sync.dist_peers import DistPeers
-    from sync.world import World
+    import torch.distributed as dist
 
+    from sync import dist_peers, liveness
+
+    # every rank has imported torch before any connects: on 2 cores, 64 imports at once starve the
+    # store and the heartbeats (on a cluster each rank has a machine of its own)
     fast, slow, ready_frac = SCENARIOS[scenario]
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(Config),
-                                              {"sync": {"timeout_s": 120, "ready_frac": ready_frac}}))
-    peers = DistPeers(World(rank, size, 0, "127.0.0.1", port, "env"), cfg.sync)
+
+    def connect():
+        return dist.TCPStore("127.0.0.1", port, size, is_master=rank == 0, wait_for_workers=False,
+                             timeout=timedelta(seconds=120))
+
+    # the store is up before anyone connects, as a store keeper is before its address is published;
+    # the ranks connect 8 at a time (the heartbeat's client waits 10 s at most: one stall per wave)
+    store = connect() if rank == 0 else None
+    # on this VM every ~25th TCPStore connection takes 5.0 s (torch's client, either server backend;
+    # plain sockets do not), which a look's 5 s client would not survive while 64 ranks connect
+    liveness.STORE_CLIENT_S = 60.0
+    imported.wait()
+    for wave in range(math.ceil(size / 8)):
+        if rank // 8 == wave:
+            store = store or connect()
+            beat = liveness.Heartbeat("127.0.0.1", port, rank, size)
+            look = liveness.Liveness("127.0.0.1", port, rank, size).connect()
+        imported.wait()
     tally: dict = {}
-    hb_tally: dict = {}
-    peers.keys = Counting(peers.keys, tally, "ready")
-    peers.liveness._conn = Counting(peers.liveness._conn, tally, "looks")
-    peers._hb._store = Counting(peers._hb._store, hb_tally, "heartbeat")
+    # the rank's side of DistPeers' ready counter, run by DistPeers' own methods (of the checkout)
+    peer = types.SimpleNamespace(
+        rank=rank, world_size=size, keys=Counting(dist.PrefixStore(liveness.PREFIX, store), tally, "ready"),
+        _ready_needed=max(1, math.ceil(ready_frac * size)), _last_poll=0.0, _last_ready=False, _poll_version=-1,
+        _poll_gap=getattr(dist_peers, "READY_POLL_S", (0.002,))[0], _guard=lambda what, fn, *args: fn(*args))
+    beat._store = Counting(beat._store, tally, "heartbeat")
+    look._conn = Counting(look._conn, tally, "looks")
     collect = slow if rank % 4 == 3 else fast
-    flag = torch.zeros(1)
-    peers.all_sum(flag)  # everyone is here: start together
     start, tick, per_iter = time.monotonic(), 0, []
     while True:
-        before = sum(v[1] for v in tally.values())
+        before = sum(v[1] for k, v in tally.items() if k != "heartbeat")
         began = time.monotonic()
         while True:
             if time.monotonic() - began >= collect:
-                peers.mark_ready(tick)
+                dist_peers.DistPeers.mark_ready(peer, tick)
                 break
-            if peers.others_ready(tick):
+            if dist_peers.DistPeers.others_ready(peer, tick):
                 break
             time.sleep(0.002)
-        flag.fill_(1.0 if time.monotonic() - start >= seconds else 0.0)
-        peers.all_sum(flag)  # also the vote to end: every rank stops after the same iteration
-        per_iter.append(sum(v[1] for v in tally.values()) - before)
+        # the gradient all-reduce: wait for every rank, looking at the heartbeats once a second as
+        # DistPeers._wait does (the wait itself is a shared counter here, not gloo: no store traffic)
+        if rank == 0 and time.monotonic() - start >= seconds:
+            stop.value = 1
+        with arrived.get_lock():
+            arrived.value += 1
+        next_look = time.monotonic() + liveness.HEARTBEAT_S
+        while arrived.value < size * (tick + 1):
+            if time.monotonic() >= next_look:
+                next_look += liveness.HEARTBEAT_S
+                look.stale()
+            time.sleep(0.001)
+        per_iter.append(sum(v[1] for k, v in tally.items() if k != "heartbeat") - before)
         tick += 1
-        if flag.item() > 0:
+        if stop.value:
             break
     elapsed = time.monotonic() - start
-    peers.close()
-    tally.update(hb_tally)
+    beat.stop(15)
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump({"tally": tally, "elapsed": elapsed, "iterations": tick,
                    "store_s_per_iter": sum(per_iter) / max(1, len(per_iter))}, f)
+    imported.wait()  # rank 0 hosts the store: it leaves last
 
 
 def free_port() -> int:
@@ -115,9 +146,9 @@ def free_port() -> int:
 def measure(size: int, seconds: float, scenario: str) -> dict:
     ctx = mp.get_context("spawn")
     with tempfile.TemporaryDirectory() as out:
-        port = free_port()
-        procs = [ctx.Process(target=_rank, args=(r, size, port, seconds, os.getcwd(), out, scenario),
-                             daemon=True)
+        port, imported, arrived, stop = free_port(), ctx.Barrier(size), ctx.Value("q", 0), ctx.Value("b", 0)
+        procs = [ctx.Process(target=_rank, daemon=True,
+                             args=(r, size, port, seconds, os.getcwd(), out, scenario, imported, arrived, stop))
                  for r in range(size)]
         for p in procs:
             p.start()
