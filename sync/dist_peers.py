@@ -53,7 +53,7 @@ from nodes.errors import PeerLost, one_line
 from nodes.models.numerics import param_checksum
 from nodes.run.peers import Peers, agreement_digest, vote_flags, world_vote
 from sync.flat_grads import pack, unpack
-from sync.listen import serving_store
+from sync.listen import choose_gloo_interface, serving_store
 from sync.liveness import HEARTBEAT_S, PREFIX, Heartbeat, Liveness
 from sync.watchdog import Watchdog
 from sync.world import World
@@ -128,6 +128,7 @@ class DistPeers(Peers):
     def _connect(self, addr: str, port: int, rank: int, size: int, host: bool) -> None:
         """Join one world: its store, the process group, the heartbeat thread."""
         self.rank, self.world_size = rank, size
+        choose_gloo_interface(addr)  # every backend here has gloo (NCCL's small tensors take it)
         self.store = (serving_store(addr, port, size, self.cfg.timeout_s) if host  # listens on addr only
                       else dist.TCPStore(addr, port, size, is_master=False, timeout=self.timeout))
         dist.init_process_group(self.backend, store=self.store, rank=rank, world_size=size,

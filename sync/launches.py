@@ -9,10 +9,10 @@ the finished launch's `over` mark and every rank left at once with exit 0, train
 Every rank of one launch must derive the same key, and two launches different ones:
 
 - DISTRL_LAUNCH_ID, set by our own spawners (launch.spawn.local, the chaos soak) for their ranks;
-- a Slurm job array element: the array's job id (an element that requeues itself rejoins the
-  elements still running, so the restart count is not part of it);
-- a Slurm step of several tasks (srun, launcher=slurm): job id, step id and the job's restart count
-  (a requeued job runs step 0 again: a new launch that resumes);
+- a Slurm step of several tasks (srun, launcher=slurm, torchrun started by srun): job id, step id
+  and the job's restart count (a requeued job runs step 0 again: a new launch that resumes);
+- a one-node element of a launcher.array=true job array: the array's job id (an element that
+  requeues itself rejoins the elements still running, so the restart count is not part of it);
 - torchrun: its agents' store (MASTER_ADDR:MASTER_PORT, TORCHELASTIC_USE_AGENT_STORE) lives as
   long as the launch, so the first rank to ask writes a fresh token there and every rank reads it;
   with torchrun's restart count (a worker group restarted by `--max-restarts` resumes as a new
@@ -36,10 +36,11 @@ def launch_id(env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> 
     env = os.environ if env is None else env
     if env.get(ENV):
         return env[ENV]
+    if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID") and int(env.get("SLURM_STEP_NUM_TASKS") or 1) > 1:
+        # (an element of hydra-submitit's sweep arrays runs its ranks as such a step: its own job id)
+        return f"slurm-{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}.{env.get('SLURM_RESTART_COUNT') or 0}"
     if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         return f"slurm-array-{env['SLURM_ARRAY_JOB_ID']}"
-    if env.get("SLURM_JOB_ID") and env.get("SLURM_STEP_ID") and int(env.get("SLURM_STEP_NUM_TASKS") or 1) > 1:
-        return f"slurm-{env['SLURM_JOB_ID']}.{env['SLURM_STEP_ID']}.{env.get('SLURM_RESTART_COUNT') or 0}"
     if "TORCHELASTIC_RUN_ID" in env and env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
         token = torchrun_token(env["MASTER_ADDR"], int(env["MASTER_PORT"]), timeout_s)
         return f"torchrun-{token}.{env.get('TORCHELASTIC_RESTART_COUNT') or 0}"

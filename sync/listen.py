@@ -54,3 +54,38 @@ def serving_store(addr: str, port: int, world_size: int, timeout_s: float, wait_
         raise
     sock.detach()  # the store owns the descriptor now
     return store
+
+
+def interface_towards(addr: str, port: int = 9) -> str | None:
+    """The name of this host's interface whose address it uses to reach `addr` (the kernel's
+    route: a UDP socket's connect sends nothing), or None when that cannot be told."""
+    import fcntl
+    import struct
+
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((socket.gethostbyname(addr), port))
+            source = s.getsockname()[0]
+            for _, name in socket.if_nameindex():
+                try:  # SIOCGIFADDR: the interface's IPv4 address
+                    raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+                except OSError:  # no IPv4 address on it
+                    continue
+                if socket.inet_ntoa(raw[20:24]) == source:
+                    return name
+    except OSError:
+        return None
+    return None
+
+
+def choose_gloo_interface(store_addr: str) -> None:
+    """gloo listens and connects on GLOO_SOCKET_IFNAME's address, else on the address of the host's
+    name, which on a host with several interfaces (or a name that resolves to 127.0.1.1) may not be
+    the one the other hosts reach. Unless set, it becomes the interface this host reaches the
+    world's store through: the network the nodes share."""
+    import os
+
+    if not os.environ.get("GLOO_SOCKET_IFNAME"):
+        name = interface_towards(store_addr)
+        if name is not None:
+            os.environ["GLOO_SOCKET_IFNAME"] = name

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from helpers import FAST_GYM, compose, read_until, refusal, start_train, summary, train
+from helpers import FAST_GYM, ROOT, compose, read_until, refusal, start_train, summary, train
 
 from launch.spawn import hosts
 from nodes.errors import ConfigError
@@ -36,6 +36,11 @@ def test_a_link_carries_what_its_rate_allows_and_the_network_goes_away():
                 "n, t = 0, time.time()\nwhile (b := c.recv(1 << 20)): n += len(b)\nprint(n, time.time() - t)")
     with hosts.Network(2, hosts.parse_rate("20mbit")) as net:
         assert {net.namespace(0), net.namespace(1), net.prefix + "br"} <= _ours()
+        # each host has a name of its own, and the interface towards another host is its eth0 (gloo's, unless set)
+        towards = "import socket; from sync.listen import interface_towards as t; print(socket.gethostname(), t(%r))"
+        seen = subprocess.run(net.wrap(0, [sys.executable, "-c", towards % net.address(1)]), cwd=ROOT,
+                              capture_output=True, text=True, check=True).stdout.split()
+        assert seen == [net.namespace(0), "eth0"], seen
         recv = subprocess.Popen(net.wrap(1, [sys.executable, "-c", receiver]), stdout=subprocess.PIPE, text=True)
         time.sleep(1.0)
         subprocess.run(net.wrap(0, [sys.executable, "-c", sender, net.address(1)]), check=True, timeout=60)

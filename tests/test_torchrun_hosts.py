@@ -27,7 +27,10 @@ def _torchrun(net, i, run_dir, rendezvous, *overrides):
            *rendezvous, f"--log-dir={run_dir}/torchrun/h{i}", "-m", "launch.train", f"hydra.run.dir={run_dir}",
            *GYM, *overrides]
     out = f"{run_dir}.h{i}.{time.monotonic_ns()}.out"
-    proc = subprocess.Popen(net.wrap(i, cmd), cwd=ROOT, env=dict(os.environ, **net.env(i)),
+    # nothing of launcher=hosts' environment (DISTRL_NODE_ADDR, GLOO_SOCKET_IFNAME): the host's name and
+    # its route to the store say where to listen, as on a cluster
+    env = {k: v for k, v in os.environ.items() if k not in ("DISTRL_NODE_ADDR", "GLOO_SOCKET_IFNAME")}
+    proc = subprocess.Popen(net.wrap(i, cmd), cwd=ROOT, env=env,
                             stdout=open(out, "w"), stderr=subprocess.STDOUT)
     proc.out = out
     return proc
