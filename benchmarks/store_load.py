@@ -97,8 +97,10 @@ def _rank(rank: int, size: int, port: int, seconds: float, root: str, out: str, 
     # the rank's side of DistPeers' ready counter, run by DistPeers' own methods (of the checkout)
     peer = types.SimpleNamespace(
         rank=rank, world_size=size, keys=Counting(dist.PrefixStore(liveness.PREFIX, store), tally, "ready"),
-        _ready_needed=max(1, math.ceil(ready_frac * size)), _last_poll=0.0, _last_ready=False, _poll_version=-1,
-        _poll_gap=getattr(dist_peers, "READY_POLL_S", (0.002,))[0], _guard=lambda what, fn, *args: fn(*args))
+        _ready_needed=max(1, math.ceil(ready_frac * size)), _last_poll=0.0, _last_ready=False,
+        _guard=lambda what, fn, *args: fn(*args))
+    if hasattr(dist_peers, "READY_POLL_MAX_S"):  # the gap DistPeers._connect sets (since 2026-11-29)
+        peer._poll_gap = min(dist_peers.READY_POLL_S * math.ceil(size / 8), dist_peers.READY_POLL_MAX_S)
     beat._store = Counting(beat._store, tally, "heartbeat")
     look._conn = Counting(look._conn, tally, "looks")
     collect = slow if rank % 4 == 3 else fast

@@ -60,7 +60,7 @@ from sync.world import World
 
 LOST_WAIT_S = 6 * HEARTBEAT_S  # how long lost_ranks looks for a stale heartbeat (> STALE_BEATS periods)
 NCCL_SLACK = timedelta(seconds=60)  # NCCL's own timeout is ours plus this: only a backstop
-READY_POLL_S = (0.002, 0.02)  # a straggler's reads of the ready counter: the first gap, the longest
+READY_POLL_S, READY_POLL_MAX_S = 0.002, 0.02  # a straggler's reads of the ready counter: the gap per 8 ranks, the longest
 CLOSE_JOIN_S = 15.0  # longest wait for a thread or a peer when leaving (a heartbeat set() times out at 10 s)
 log = logging.getLogger("sync")
 __all__ = ["DistPeers", "Diverged", "PeerLost"]  # PeerLost lives in nodes.errors (the node catches it)
@@ -140,7 +140,7 @@ class DistPeers(Peers):
         self._failed = False
         self._ready_needed = max(1, math.ceil(self.cfg.ready_frac * size))
         self._last_poll, self._last_ready = 0.0, False
-        self._poll_version, self._poll_gap = -1, READY_POLL_S[0]
+        self._poll_gap = min(READY_POLL_S * math.ceil(size / 8), READY_POLL_MAX_S)
         self.keys = dist.PrefixStore(PREFIX, self.store)  # our keys apart from the group's
         self._hb = Heartbeat(addr, port, rank, size, self._look_for_joins if self.elastic and rank == 0 else None)
         # this world's peers, on this host's clock; this thread's looks connected now (sync.liveness)
@@ -290,16 +290,13 @@ class DistPeers(Peers):
                 self.keys.delete_key(f"ready/{version - 2}")
 
     def others_ready(self, version: int) -> bool:
-        """The ready counter of `version`, read at most every READY_POLL_S[0] s at first, then ever
-        less often (x1.5 a read, to READY_POLL_S[1]): the batcher asks every 2 ms, which at 64
-        waiting ranks was 32,000 store calls a second on one store."""
+        """The ready counter of `version`, read at most every READY_POLL_S x ceil(world / 8)
+        seconds (at most READY_POLL_MAX_S): the batcher asks every 2 ms, which at 64 waiting
+        ranks was 32,000 store calls a second on one store; so the ranks of any world together
+        read it about as often as 8 ranks do, and worlds of 8 or fewer as before."""
         now = time.monotonic()
-        if version != self._poll_version:
-            self._poll_version, self._poll_gap = version, READY_POLL_S[0]
-        elif now - self._last_poll < self._poll_gap:
+        if now - self._last_poll < self._poll_gap:
             return self._last_ready
-        else:
-            self._poll_gap = min(self._poll_gap * 1.5, READY_POLL_S[1])
         self._last_poll = now
         count = self._guard("the ready count", self.keys.add, f"ready/{version}", 0)
         self._last_ready = count >= self._ready_needed
