@@ -60,7 +60,8 @@ from sync.world import World
 
 LOST_WAIT_S = 6 * HEARTBEAT_S  # how long lost_ranks looks for a stale heartbeat (> STALE_BEATS periods)
 NCCL_SLACK = timedelta(seconds=60)  # NCCL's own timeout is ours plus this: only a backstop
-READY_POLL_S, READY_POLL_MAX_S = 0.002, 0.02  # a straggler's reads of the ready counter: the gap per 8 ranks, the longest
+READY_POLL_S = 0.002  # a straggler's reads of the ready counter: the gap per 8 ranks of the world
+READY_POLL_MAX_S = 0.02  # and the longest
 CLOSE_JOIN_S = 15.0  # longest wait for a thread or a peer when leaving (a heartbeat set() times out at 10 s)
 log = logging.getLogger("sync")
 __all__ = ["DistPeers", "Diverged", "PeerLost"]  # PeerLost lives in nodes.errors (the node catches it)
