@@ -200,9 +200,10 @@ def test_each_collective_uses_the_device_made_for_it(freeze_world):
         bulk, small = results["devices"]
         assert (bulk, small) == (cpu, cpu)  # a CPU model: both CPU here; the cuda case is a pure function above
         assert results["calls"] == [
-            # every collective under the heartbeat watch (async), but the object broadcast (no async form)
+            # every collective under the heartbeat watch (async)
             ("all_gather", [(small, "torch.float64")], "None", True),  # the run state's source: progress
-            ("broadcast_object_list", [], small, False),  # the run state, pickled on the CPU
+            ("broadcast", [(small, "torch.int64")], "None", True),  # the run state's length
+            ("broadcast", [(small, "torch.uint8")], "None", True),  # its bytes, on the CPU (no pickle)
             ("all_reduce", [(bulk, "torch.float32")], "None", True),  # gradients and moments
             ("all_gather", [(small, "torch.float64")], "None", True),  # stats rows
             ("all_gather", [(small, "torch.uint8")], "None", True),  # checksums
