@@ -11,10 +11,12 @@ interface, as the limitations page says.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from datetime import timedelta
 
 LOOPBACK_NAMES = ("localhost", "ip6-localhost")
+log = logging.getLogger("sync")
 
 
 def bind_address(addr: str) -> str:
@@ -56,36 +58,80 @@ def serving_store(addr: str, port: int, world_size: int, timeout_s: float, wait_
     return store
 
 
-def interface_towards(addr: str, port: int = 9) -> str | None:
-    """The name of this host's interface whose address it uses to reach `addr` (the kernel's
-    route: a UDP socket's connect sends nothing), or None when that cannot be told."""
+def _ipv4(sock: socket.socket, name: str) -> str | None:
+    """Interface `name`'s IPv4 address (SIOCGIFADDR), None when it has none."""
     import fcntl
     import struct
 
+    try:
+        raw = fcntl.ioctl(sock.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+    except OSError:
+        return None
+    return socket.inet_ntoa(raw[20:24])
+
+
+def interface_towards(addr: str, port: int = 9) -> str | None:
+    """The name of this host's interface whose address it uses to reach `addr` (the kernel's
+    route: a UDP socket's connect sends nothing), or None when that cannot be told."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((socket.gethostbyname(addr), port))
             source = s.getsockname()[0]
             for _, name in socket.if_nameindex():
-                try:  # SIOCGIFADDR: the interface's IPv4 address
-                    raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
-                except OSError:  # no IPv4 address on it
-                    continue
-                if socket.inet_ntoa(raw[20:24]) == source:
+                if _ipv4(s, name) == source:
                     return name
     except OSError:
         return None
     return None
 
 
+def outward_interfaces() -> list[str]:
+    """This host's interfaces that are up and have an IPv4 address other than a loopback one."""
+    import fcntl
+    import struct
+
+    out = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for _, name in socket.if_nameindex():
+            addr = _ipv4(s, name)
+            if addr is None or ipaddress.ip_address(addr).is_loopback:
+                continue
+            try:  # SIOCGIFFLAGS: IFF_UP is bit 0
+                raw = fcntl.ioctl(s.fileno(), 0x8913, struct.pack("256s", name.encode()[:15]))
+                flags = struct.unpack("H", raw[16:18])[0]
+            except OSError:
+                continue
+            if flags & 1:
+                out.append(name)
+    return out
+
+
+def _loopback_only(addr: str) -> bool:
+    """`addr` names this host to itself alone (a local run), not as the other hosts know it."""
+    return addr in LOOPBACK_NAMES or (_is_literal(addr) and ipaddress.ip_address(addr).is_loopback)
+
+
 def choose_gloo_interface(store_addr: str) -> None:
     """gloo listens and connects on GLOO_SOCKET_IFNAME's address, else on the address of the host's
     name, which on a host with several interfaces (or a name that resolves to 127.0.1.1) may not be
     the one the other hosts reach. Unless set, it becomes the interface this host reaches the
-    world's store through: the network the nodes share."""
+    world's store through: the network the nodes share. Where the store is on this host under a
+    name that resolves to a loopback address here, that route says nothing: then the host's one
+    outward interface, and where it has several, a warning that asks for GLOO_SOCKET_IFNAME."""
     import os
 
-    if not os.environ.get("GLOO_SOCKET_IFNAME"):
-        name = interface_towards(store_addr)
-        if name is not None:
-            os.environ["GLOO_SOCKET_IFNAME"] = name
+    if os.environ.get("GLOO_SOCKET_IFNAME"):
+        return
+    name = interface_towards(store_addr)
+    if name is None:
+        return
+    outward = outward_interfaces()
+    if name not in outward and not _loopback_only(store_addr):
+        if len(outward) != 1:
+            log.warning("gloo: the store's address %s resolves to a loopback address on this host (%s), and "
+                        "the interface the other hosts reach it on is one of %s: set GLOO_SOCKET_IFNAME to it",
+                        store_addr, socket.gethostname(), ", ".join(outward) or "none")
+            return
+        name = outward[0]
+    os.environ["GLOO_SOCKET_IFNAME"] = name
+    log.info("gloo uses interface %s of host %s: its route to the store at %s", name, socket.gethostname(), store_addr)

@@ -1,7 +1,10 @@
 """A real Slurm cluster on this machine for the tests: tests/slurm/local-cluster.sh (munge,
-MariaDB + slurmdbd for sacct, slurmctld, slurmd "nodes" n1..nN, all on 127.0.0.1) in a private
-state directory with free ports, always torn down. Nodes share this machine's hostname: tell
-them apart by SLURMD_NODENAME.
+MariaDB + slurmdbd for sacct, slurmctld, slurmd "nodes" n1..nN) in a private state directory with
+free ports, always torn down. Given a network of emulated hosts (launch.spawn.hosts.Network, with
+`gateway`), node n<i> is host i-1 of it: its slurmd, and every task Slurm starts there, runs in that
+host's network namespace with its address and host name n<i>, as on a cluster of machines;
+slurmctld, slurmdbd and munge stay on this machine, reached at the bridge's gateway address.
+Without one, all nodes are on 127.0.0.1 and share this machine's host name.
 """
 from __future__ import annotations
 
@@ -56,7 +59,7 @@ def _signal(pid: int, sig) -> None:
 class LocalSlurm:
     """`up` a cluster of n nodes; `env` is the environment for clients (sbatch, srun, submitit)."""
 
-    def __init__(self, nodes: int = 2):
+    def __init__(self, nodes: int = 2, hosts=None):
         self.nodes = nodes
         self.dir = tempfile.mkdtemp(prefix="distrl-slurm-")  # short: MariaDB's socket path is limited
         for _ in range(50):
@@ -69,6 +72,10 @@ class LocalSlurm:
             env.pop(k, None)
         env.update(SLURM_LOCAL_DIR=self.dir, SLURM_LOCAL_PORT_BASE=str(self.port_base), SLURM_CONF=self.conf,
                    SLURM_LOCAL_ACCOUNTING="1")
+        if hosts is not None:
+            assert hosts.gateway and hosts.hosts >= nodes and hosts.names == [f"n{i + 1}" for i in range(hosts.hosts)]
+            env.update(SLURM_LOCAL_HOSTS=" ".join(f"{hosts.namespace(i)}={hosts.address(i)}" for i in range(nodes)),
+                       SLURM_LOCAL_CTLD_ADDR=hosts.gateway_address)
         self.env = env
         self.partition = "debug"
 

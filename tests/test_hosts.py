@@ -41,6 +41,15 @@ def test_a_link_carries_what_its_rate_allows_and_the_network_goes_away():
         seen = subprocess.run(net.wrap(0, [sys.executable, "-c", towards % net.address(1)]), cwd=ROOT,
                               capture_output=True, text=True, check=True).stdout.split()
         assert seen == [net.namespace(0), "eth0"], seen
+        # where the host's name resolves to 127.0.1.1 on itself (Debian's /etc/hosts) and the store is
+        # on this host under that name, the route says lo: gloo takes the one outward interface
+        debian = ('echo "127.0.1.1 $(hostname)" > /tmp/h.$$ && mount --bind /tmp/h.$$ /etc/hosts && rm /tmp/h.$$ && '
+                  'exec "$0" -c "import os, socket; from sync.listen import choose_gloo_interface as c; '
+                  'c(socket.gethostname()); print(socket.gethostbyname(socket.gethostname()), '
+                  'os.environ[\'GLOO_SOCKET_IFNAME\'])"')
+        seen = subprocess.run(net.wrap(0, ["sh", "-c", debian, sys.executable]), cwd=ROOT, capture_output=True,
+                              text=True, env={k: v for k, v in os.environ.items() if k != "GLOO_SOCKET_IFNAME"})
+        assert seen.stdout.split() == ["127.0.1.1", "eth0"], seen.stdout + seen.stderr
         recv = subprocess.Popen(net.wrap(1, [sys.executable, "-c", receiver]), stdout=subprocess.PIPE, text=True)
         time.sleep(1.0)
         subprocess.run(net.wrap(0, [sys.executable, "-c", sender, net.address(1)]), check=True, timeout=60)

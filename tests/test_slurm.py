@@ -1,7 +1,8 @@
-"""launcher=slurm, sweeps (ours and hydra-submitit's), preemption/requeue and srun, on a real
-Slurm cluster of two nodes on this machine (tests/slurm_cluster.py; skipped, saying why, where
-Slurm cannot be installed; failed instead under CI=true). Training runs are tiny: the Slurm
-plumbing is what is tested."""
+"""launcher=slurm, sweeps (ours and hydra-submitit's), preemption/requeue, srun and job arrays, on
+a real Slurm cluster of three nodes on this machine, each node an emulated host with its own address
+and host name (tests/slurm_cluster.py, launch/spawn/hosts.py; skipped, saying why, where Slurm
+cannot be installed; failed instead under CI=true). Training runs are tiny: the Slurm plumbing and
+the hosts' network are what is tested."""
 import glob
 import json
 import os
@@ -16,18 +17,39 @@ import pytest
 from helpers import ROOT, missing_dependency
 from slurm_cluster import LocalSlurm, unavailable
 
+from launch.spawn import hosts
+from nodes.errors import ConfigError
+
 TINY = ["env=gym", "env.id=tests.envs:SignBandit-v0", "model.fc_size=32", "model.hidden_size=32",
         "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16", "sampler.batch_size=128",
         "sampler.pin_workers=false", "train.learner_threads=1", "train.status_every_s=1"]
+SUBNET = "10.215.0"  # not launcher=hosts' own: both can be up at once
 SLURM = ["launcher=slurm", "nodes=2", "launcher.time_min=5", "launcher.signal_delay_s=60", "launcher.poll_s=0.5"]
 
 
 @pytest.fixture(scope="session")
 def slurm():
+    """Three Slurm nodes, each an emulated host of its own (its address on a bridge, host name n<i>).
+    Each host names itself 127.0.1.1 as Debian's /etc/hosts does and has a second interface, as
+    cluster machines often have: gloo must find the interface the others reach it on by itself."""
     why = unavailable()
     if why:
         missing_dependency(why)
-    cluster = LocalSlurm(nodes=2)
+    try:
+        hosts.check_machine(3, "the Slurm test cluster", "nodes")
+    except ConfigError as exc:
+        missing_dependency(str(exc))
+    with hosts.Network(3, hosts.parse_rate("10gbit"), subnet=SUBNET, names=["n1", "n2", "n3"], gateway=True,
+                       own_name_loopback=True) as net:
+        for i in range(3):  # on a network the other hosts are not on (a veth pair inside the host)
+            for cmd in (["link", "add", "eth1", "type", "veth", "peer", "name", "eth1p"], ["link", "set", "eth1", "up"],
+                        ["link", "set", "eth1p", "up"], ["addr", "add", f"10.216.0.{i + 1}/24", "dev", "eth1"]):
+                subprocess.run(["ip", "-n", net.namespace(i), *cmd], check=True)
+        yield from _cluster(net)
+
+
+def _cluster(net):
+    cluster = LocalSlurm(nodes=3, hosts=net)
     try:
         cluster.up()
         yield cluster
@@ -60,6 +82,12 @@ def node_names(run_dir):
     return names
 
 
+def gloo_hosts(run_dir):
+    """{log file: {(interface, host)}} from the line a rank logs when it chooses gloo's interface."""
+    return {os.path.basename(path): set(re.findall(r"gloo uses interface (\S+) of host (\S+):", open(path).read()))
+            for path in glob.glob(os.path.join(run_dir, "train*.log"))}
+
+
 def task_logs(run_dir, job):
     """The tail of each task's stdout/stderr (submitit's files): shown when a job did not complete."""
     parts = []
@@ -68,15 +96,19 @@ def task_logs(run_dir, job):
     return "\n".join(parts) or f"no task logs for job {job} in {run_dir}/slurm"
 
 
-def assert_two_node_run(run_dir):
+def assert_node_run(run_dir, nodes=2):
     s = summary(run_dir)
-    assert s["nodes"] == 2 and s["outcome"] == "finished", s
-    a, b = s["param_checksums"]
-    assert a == b, "ranks ended with different parameters"
+    assert s["nodes"] == nodes and s["outcome"] == "finished", s
+    assert len(s["param_checksums"]) == nodes and len(set(s["param_checksums"])) == 1, \
+        "ranks ended with different parameters"
     assert s["policy_version"] > 0 and min(s["samples_per_rank"]) > 0
     # shares of each rank's own training time (a rank that starts first waits in its first all-reduce)
     assert all(0 <= x <= 1 for x in s["sync_share_per_rank"]), s["sync_share_per_rank"]
-    assert node_names(run_dir) == {0: "n1", 1: "n2"}, node_names(run_dir)  # one task on each Slurm node
+    names = {r: f"n{r + 1}" for r in range(nodes)}
+    assert node_names(run_dir) == names, node_names(run_dir)  # one task on each Slurm node
+    # ... each on its own host: gloo on the interface towards the store (the host name says 127.0.1.1)
+    logs = {("train.log" if r == 0 else f"train_rank{r}.log"): {("eth0", name)} for r, name in names.items()}
+    assert gloo_hosts(run_dir) == logs, gloo_hosts(run_dir)
     return s
 
 
@@ -124,7 +156,7 @@ def test_two_node_job_waits_streams_and_completes(slurm, tmp_path):
     assert "run finished" in proc.stdout  # rank 0's log, streamed
     assert f"Slurm job {job} ended COMPLETED" in proc.stdout
     assert slurm.final_state(job) == "COMPLETED", task_logs(run_dir, job)
-    assert_two_node_run(run_dir)
+    assert_node_run(run_dir)
     # submitit's files: one batch script, one stdout per task
     assert len(glob.glob(os.path.join(run_dir, "slurm", f"{job}_*_log.out"))) == 2
     print(f"2-node Slurm job: {took:.1f} s from command to result")
@@ -150,18 +182,20 @@ def test_sweep_submits_one_two_node_job_per_point(slurm, tmp_path):
         assert slurm.final_state(job) == "COMPLETED", task_logs(run_dir, job)
         assert re.search(rf"\n  lr: {lr}\n", open(os.path.join(run_dir, "config.yaml")).read())
         assert glob.glob(os.path.join(run_dir, "tb", "events.out.tfevents.*"))
-        assert_two_node_run(run_dir)
+        assert_node_run(run_dir)
 
 
 def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
     """USR2 (what Slurm sends signal_delay_s before the time limit): every rank stops after the same
     iteration, rank 0 checkpoints and requeues the job. Then an external `scontrol requeue` (SIGTERM,
-    as preemption): a checkpoint again, Slurm requeues. Each run resumes where the last one stopped."""
+    as preemption): a checkpoint again, Slurm requeues. Each run resumes where the last one stopped.
+    Three nodes, on three hosts."""
     run_dir, target = str(tmp_path / "run"), 6000
     log = os.path.join(run_dir, "train.log")
     semaphores = set(glob.glob("/dev/shm/sem.mp-*"))
     # a slow env step so that the job is still training when the signals come
-    proc = subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *TINY, *SLURM,
+    three = [a if a != "nodes=2" else "nodes=3" for a in SLURM]
+    proc = subprocess.Popen([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *TINY, *three,
                              "launcher.wait=true", f"train.max_env_frames={target}", "env.id=tests.envs:SlowBandit-v0"],
                             cwd=ROOT, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -215,11 +249,12 @@ def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
     assert "received SIGTERM" in text
     resumes = [(path, int(n)) for path, n in re.findall(r"resumed from (\S+): (\d+) env frames", text)]
     assert len(resumes) == 2 and 0 < resumes[0][1] < resumes[1][1] < target, resumes  # never from zero
-    rank1 = open(os.path.join(run_dir, "train_rank1.log")).read()
-    assert [int(n) for n in re.findall(r"resumed from \S+: (\d+) env frames", rank1)] == [n for _, n in resumes]
-    s = assert_two_node_run(run_dir)
+    for rank in (1, 2):
+        other = open(os.path.join(run_dir, f"train_rank{rank}.log")).read()
+        assert [int(n) for n in re.findall(r"resumed from \S+: (\d+) env frames", other)] == [n for _, n in resumes]
+    s = assert_node_run(run_dir, 3)
     assert s["resumed_from"] == resumes[1][0]
-    assert target <= s["env_frames"] <= target + 2 * 128  # one iteration: 128 samples from each rank
+    assert target <= s["env_frames"] <= target + 3 * 128  # one iteration: 128 samples from each rank
     # the last run trained only what was left: the frame counter went on from the checkpoint
     assert s["fps"] * s["seconds"] == pytest.approx(s["env_frames"] - resumes[1][1], rel=0.02)
     # every run left on its own after the requeue's SIGTERM, none sat out KillWait to its SIGKILL
@@ -241,7 +276,7 @@ def test_hydra_submitit_launcher_runs_two_node_jobs(slurm, tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for point in ("0", "1"):
         run_dir = os.path.join(sweep, point)
-        assert_two_node_run(run_dir)  # both tasks of the point trained in the same run directory
+        assert_node_run(run_dir)  # both tasks of the point trained in the same run directory
         assert os.path.isfile(os.path.join(run_dir, "config.yaml"))
 
 
@@ -260,7 +295,7 @@ def test_srun_inside_an_allocation_and_an_srun_after_it_finished_resumes(slurm, 
     job = slurm.run("sbatch", "--parsable", str(script)).stdout.strip().split(";")[0]
     state = slurm.final_state(job)
     assert state == "COMPLETED", open(glob.glob(f"{tmp_path}/slurm-*.out")[0]).read()[-3000:]
-    s = assert_two_node_run(run_dir)
+    s = assert_node_run(run_dir)
     assert s["resumed_from"] and s["env_frames"] >= 4096, s
     published = glob.glob(os.path.join(run_dir, "slurm", f"master_port.{job}.*"))
     assert len(published) == (2 if world else 0), published

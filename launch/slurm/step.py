@@ -10,6 +10,8 @@ from collections.abc import MutableMapping
 
 from nodes.config.schema import Config
 
+ADDR_NODE = "DISTRL_NODE_ADDR_NODE"  # the Slurm node DISTRL_NODE_ADDR was found for
+
 
 def in_slurm_step(env=None) -> bool:
     env = os.environ if env is None else env
@@ -30,11 +32,18 @@ def node_addr(name: str) -> str:
 
 
 def prepare_env(cfg: Config, env: MutableMapping[str, str] | None = None) -> None:
-    """Inside a Slurm step of several tasks (and no torchrun world): the rendezvous address is the
-    first node's NodeAddr, and the port sync.master_port when set, else (a fixed world) the one
+    """In a Slurm job, this node's address is its NodeAddr (DISTRL_NODE_ADDR, unless set). Inside a
+    Slurm step of several tasks (and no torchrun world): the rendezvous address is the first node's
+    NodeAddr, and the port sync.master_port when set, else (a fixed world) the one
     rank 0 publishes in the run directory (master_port). An elastic run meets through its
     rendezvous file instead (sync.rendezvous): its world's port is never used."""
     env = os.environ if env is None else env
+    node = env.get("SLURMD_NODENAME")
+    if node and (not env.get("DISTRL_NODE_ADDR") or env.get(ADDR_NODE, node) != node):
+        # how the other nodes reach this one (sync.rendezvous.host_address): Slurm's own address of
+        # it, where its host name may resolve to 127.0.1.1 on itself (Debian's /etc/hosts). Tagged
+        # with the node: a job submitted from inside another inherits this environment.
+        env["DISTRL_NODE_ADDR"], env[ADDR_NODE] = node_addr(node), node
     if "RANK" in env or not in_slurm_step(env) or int(env.get("SLURM_STEP_NUM_TASKS", "1") or 1) <= 1:
         return
     if "MASTER_PORT" not in env:

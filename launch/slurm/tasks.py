@@ -57,6 +57,7 @@ class SlurmArrayTask(SlurmTask):
         from sync.world import World
 
         cfg = read_resolved(self.run_dir)
+        prepare_env(cfg)  # one task: only this node's address
         node = int(os.environ["SLURM_ARRAY_TASK_ID"])
         rendezvous = make_rendezvous(cfg, node)
         rank_logging(cfg.run_dir, node)

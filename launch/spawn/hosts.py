@@ -87,12 +87,23 @@ class Network:
     bits: float
     prefix: str = field(default_factory=lambda: f"dr{os.getpid() % 0xFFFF:04x}")
     guard: subprocess.Popen | None = None
+    subnet: str = SUBNET  # the hosts are <subnet>.1 .. <subnet>.N
+    names: list[str] | None = None  # the hosts' names (default: their namespaces' names)
+    gateway: bool = False  # this machine on the bridge too, at <subnet>.254 (e.g. a Slurm controller)
+    own_name_loopback: bool = False  # each host names itself 127.0.1.1, as Debian's /etc/hosts does
 
     def namespace(self, i: int) -> str:
         return f"{self.prefix}h{i}"
 
+    def name(self, i: int) -> str:
+        return self.names[i] if self.names else self.namespace(i)
+
     def address(self, i: int) -> str:
-        return f"{SUBNET}.{i + 1}"
+        return f"{self.subnet}.{i + 1}"
+
+    @property
+    def gateway_address(self) -> str:
+        return f"{self.subnet}.254"
 
     def __enter__(self) -> Network:
         # the guard first: from here on, whatever happens to us, it removes what we made
@@ -112,16 +123,22 @@ class Network:
         # each host's /etc/hosts (`ip netns exec` mounts /etc/netns/<ns>/hosts over it) names every
         # host: c10d looks up its peers' names, and without a name server a lookup fails and warns
         # (c10d's sockets are IPv6: its peers' addresses come v4-mapped, ::ffff:a.b.c.d)
-        names = "127.0.0.1 localhost\n::1 localhost\n0.0.0.0 any\n" + "".join(
-            f"{self.address(i)} {self.namespace(i)}\n::ffff:{self.address(i)} {self.namespace(i)}\n"
-            for i in range(self.hosts))
+        def line(i: int) -> str:
+            names = " ".join(dict.fromkeys((self.name(i), self.namespace(i))))
+            return f"{self.address(i)} {names}\n::ffff:{self.address(i)} {names}\n"
+
         for i in range(self.hosts):
             os.makedirs(f"/etc/netns/{self.namespace(i)}", exist_ok=True)
             with open(f"/etc/netns/{self.namespace(i)}/hosts", "w") as f:
-                f.write(names)
+                f.write("127.0.0.1 localhost\n::1 localhost\n0.0.0.0 any\n")
+                if self.own_name_loopback:  # the peers know its address, the host itself does not
+                    f.write(f"127.0.1.1 {self.name(i)}\n")
+                f.write("".join(line(j) for j in range(self.hosts) if j != i or not self.own_name_loopback))
         bridge = self.prefix + "br"
         _run("ip", "link", "add", bridge, "type", "bridge")
         _run("ip", "link", "set", bridge, "up")
+        if self.gateway:
+            _run("ip", "addr", "add", f"{self.gateway_address}/24", "dev", bridge)
         for i in range(self.hosts):
             ns, veth = self.namespace(i), f"{self.prefix}v{i}"
             _run("ip", "netns", "add", ns)
@@ -136,11 +153,11 @@ class Network:
 
     def wrap(self, i: int, cmd: list[str]) -> list[str]:
         """`cmd` run as host i: in its network namespace, and in a UTS namespace whose host name is
-        the namespace's name (every host's /etc/hosts resolves it), as each machine of a cluster has
+        the host's name (every host's /etc/hosts resolves it), as each machine of a cluster has
         a name of its own; torchrun's c10d rendezvous and Slurm name hosts by it. `sh` execs the
         command: its pid is the command's."""
         return ["ip", "netns", "exec", self.namespace(i), "unshare", "--uts", "sh", "-c",
-                'hostname "$0" && exec "$@"', self.namespace(i), *cmd]
+                'hostname "$0" && exec "$@"', self.name(i), *cmd]
 
     def env(self, i: int) -> dict[str, str]:
         """What a node on host i needs: the address the others reach it at, gloo's interface."""
