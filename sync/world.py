@@ -58,6 +58,16 @@ def port_for_job(job_id: str, step_id: str = "0") -> int:
     return PORT_BASE + zlib.crc32(f"{job_id}.{step_id}".encode()) % PORT_SPAN
 
 
+def launched_size(env: Mapping[str, str] | None = None) -> int:
+    """How many ranks torchrun or an srun step started (what `detect` finds), 1 outside one."""
+    env = os.environ if env is None else env
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return int(env["WORLD_SIZE"])
+    if "SLURM_PROCID" in env and "SLURM_STEP_ID" in env and env.get("SLURM_STEP_NUM_TASKS"):
+        return int(env["SLURM_STEP_NUM_TASKS"])
+    return 1
+
+
 def detect(env: Mapping[str, str] | None = None) -> World | None:
     env = os.environ if env is None else env
     if "RANK" in env and "WORLD_SIZE" in env:

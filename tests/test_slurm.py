@@ -7,6 +7,7 @@ import glob
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -280,15 +281,12 @@ def test_hydra_submitit_launcher_runs_two_node_jobs(slurm, tmp_path):
         assert os.path.isfile(os.path.join(run_dir, "config.yaml"))
 
 
-@pytest.mark.parametrize("world", [[], ["sync.elastic=false"]], ids=["elastic", "fixed"])
-def test_srun_inside_an_allocation_and_an_srun_after_it_finished_resumes(slurm, tmp_path, world):
+def test_srun_in_a_fixed_world_and_an_srun_after_it_finished_resumes(slurm, tmp_path):
     """A fixed world meets at the port its rank 0 published in the run directory (launch.slurm.step).
-    The second srun relaunches the finished run with a higher limit: it resumes and trains on (an
-    elastic run's new step is a launch of its own, sync.launches: it does not read the first one's
-    `over` mark)."""
+    The second srun relaunches the finished run with a higher limit: it resumes and trains on."""
     run_dir = str(tmp_path / "run")
     script = tmp_path / "job.sh"
-    args = " ".join([f"hydra.run.dir={run_dir}", *TINY, *world])
+    args = " ".join([f"hydra.run.dir={run_dir}", *TINY, "sync.elastic=false"])
     script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --time=5 --output={tmp_path}/slurm-%j.out\n"
                       f"cd {ROOT}\nsrun {sys.executable} -m launch.train {args} train.max_env_frames=2048 || exit 1\n"
                       f"srun {sys.executable} -m launch.train {args} train.max_env_frames=4096\n")
@@ -298,7 +296,78 @@ def test_srun_inside_an_allocation_and_an_srun_after_it_finished_resumes(slurm, 
     s = assert_node_run(run_dir)
     assert s["resumed_from"] and s["env_frames"] >= 4096, s
     published = glob.glob(os.path.join(run_dir, "slurm", f"master_port.{job}.*"))
-    assert len(published) == (2 if world else 0), published
+    assert len(published) == 2, published
+
+
+def _task_pid(job, rank):
+    """The node process of task `rank` of job `job` (not srun, whose command line names launch.train too)."""
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            with open(f"/proc/{d}/environ", "rb") as f:
+                environ = set(f.read().split(b"\0"))
+        except OSError:
+            continue
+        if (b"launch.train" in argv and os.path.basename(argv[0]).startswith(b"python")
+                and {f"SLURM_JOB_ID={job}".encode(), f"SLURM_PROCID={rank}".encode()} <= environ):
+            return int(d)
+    raise AssertionError(f"no node process of task {rank} of job {job}")
+
+
+def test_srun_relaunches_after_a_stop_a_failure_and_the_end_resume(slurm, tmp_path):
+    """Four srun steps of one elastic run in one allocation, each the same command: stopped (SIGINT to
+    rank 0: both stop after the same iteration, checkpoint, exit 130), failed (rank 1 SIGKILLed; with
+    sync.min_nodes=2 rank 0 checkpoints and exits 75), finished, and once more with a higher limit
+    after the end. Each step is a launch of its own (sync.launches: job, step, restart): it resumes
+    where the last one ended, never from zero and never a silent exit 0."""
+    run_dir, target = str(tmp_path / "run"), tmp_path / "target"
+    log = os.path.join(run_dir, "train.log")
+    semaphores = set(glob.glob("/dev/shm/sem.mp-*"))
+    srun = f"srun {sys.executable} -m launch.train " + " ".join([f"hydra.run.dir={run_dir}", *TINY])
+    script = tmp_path / "job.sh"
+    script.write_text(f"#!/bin/bash\n#SBATCH --nodes=2 --ntasks-per-node=1 --time=5 --output={tmp_path}/slurm-%j.out\n"
+                      f"cd {ROOT}\n{srun} train.max_env_frames=100000000; echo step 0: $?\n"
+                      f"{srun} train.max_env_frames=100000000 sync.min_nodes=2; echo step 1: $?\n"
+                      f"until [ -s {target} ]; do sleep 0.2; done\n"
+                      f"{srun} train.max_env_frames=$(cat {target}) || exit 1\n"
+                      f"{srun} train.max_env_frames=$(($(cat {target}) + 2048))\n")
+    job = slurm.run("sbatch", "--parsable", str(script)).stdout.strip().split(";")[0]
+    out = lambda: "".join(open(p).read() for p in glob.glob(f"{tmp_path}/slurm-*.out"))  # noqa: E731
+
+    def trains(resumed):  # the step's two nodes train (after its resume)
+        deadline = time.time() + 120
+        while True:
+            text = open(log).read() if os.path.exists(log) else ""
+            _, formed, rest = text.split("resumed from")[-1].partition("node 0 is rank 0 of 2")
+            if text.count("resumed from") == resumed and formed and re.search(r"\] - frames ", rest):
+                return
+            assert time.time() < deadline, f"step {resumed} does not train:\n{text[-3000:]}\n{out()[-2000:]}"
+            time.sleep(0.2)
+
+    def step_ended(step):
+        deadline = time.time() + 120
+        while f"step {step}: " not in out():
+            assert time.time() < deadline, f"step {step} did not end:\n{out()[-3000:]}"
+            time.sleep(0.2)
+        return int(re.search(rf"step {step}: (\d+)", out()).group(1))
+
+    trains(0)
+    os.kill(_task_pid(job, 0), signal.SIGINT)
+    assert step_ended(0) != 0 and summary(run_dir)["outcome"] == "stopped by SIGINT"
+    stopped = summary(run_dir)["env_frames"]
+    trains(1)
+    os.kill(_task_pid(job, 1), signal.SIGKILL)
+    assert step_ended(1) != 0 and summary(run_dir)["outcome"] == "stopped: below sync.min_nodes"
+    failed = summary(run_dir)["env_frames"]
+    assert failed > stopped, (stopped, failed)
+    target.write_text(str(failed + 2048))
+    assert slurm.final_state(job) == "COMPLETED", out()[-3000:]
+    s = assert_node_run(run_dir)
+    resumes = [int(n) for n in re.findall(r"resumed from \S+: (\d+) env frames", open(log).read())]
+    assert len(resumes) == 3 and resumes[:2] == [stopped, failed] and resumes[2] >= failed + 2048, resumes
+    assert s["env_frames"] >= failed + 4096 and s["resumed_from"], s
+    assert not set(glob.glob("/dev/shm/sem.mp-*")) - semaphores  # the killed node's cleaners ran
 
 
 def test_gpu_job_is_submitted_from_a_cpu_host_and_fails_on_its_nodes_in_one_line(slurm, tmp_path):

@@ -5,6 +5,7 @@ dies mid-run, and a relaunch of that run (the same --rdzv-id) that resumes where
 import contextlib
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -74,16 +75,62 @@ def _wait_for(what, predicate, timeout):
         time.sleep(0.2)
 
 
-def test_static_rendezvous_with_node_rank_on_two_hosts(tmp_path):
+def _worker(net, i):
+    """Host i's node: the process torchrun started (its own command line names launch.train too)."""
+    for pid in net.pids(i):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmdline = f.read()
+            if b"launch.train" in cmdline and b"torch.distributed.run" not in cmdline:
+                return pid
+    raise AssertionError(f"no node process on host {i}")
+
+
+def test_static_rendezvous_with_node_rank_on_two_hosts_stopped_failed_and_relaunched(tmp_path):
+    """The static line with --node-rank, started three times: stopped (SIGINT to one node: every node
+    stops after the same iteration, with a checkpoint, and exits 130), failed (host 1's node SIGKILLed; with
+    sync.min_nodes=2 host 0's node checkpoints and exits 75), and finished. Each relaunch is the same
+    command and resumes from where the last one ended, never from zero and never a silent exit 0."""
     run_dir = str(tmp_path / "run")
+    log0 = os.path.join(run_dir, "train.log")
+
     with hosts.Network(2, hosts.parse_rate("1gbit")) as net:
         static = ["--master-addr", net.namespace(0), f"--master-port={PORT}"]
-        procs = [_torchrun(net, i, run_dir, [*static, f"--node-rank={i}"], "train.max_env_frames=2048")
-                 for i in range(2)]
+
+        def launch(*overrides):
+            return [_torchrun(net, i, run_dir, [*static, f"--node-rank={i}"], *overrides) for i in range(2)]
+
+        def training_again(resumed):  # this launch's two nodes train (after its resume, if any)
+            def trains():
+                text = open(log0).read() if os.path.exists(log0) else ""
+                _, formed, rest = text.split("resumed from")[-1].partition("node 0 is rank 0 of 2")
+                return text.count("resumed from") == resumed and formed and "| fps" in rest
+            _wait_for("training", trains, 120)
+
+        procs = launch("train.max_env_frames=10000000")
+        training_again(0)
+        os.kill(_worker(net, 0), signal.SIGINT)  # a stop: one node's vote stops both
+        codes = [p.wait(120) for p in procs]
+        # both nodes exit 130 (128 + SIGINT, after the checkpoint), which torchrun reports as a failure
+        assert codes == [1, 1] and all("exitcode  : 130" in _text(p) for p in procs), \
+            "\n".join(_text(p)[-2000:] for p in procs)
+        stopped = summary(run_dir)
+        assert stopped["outcome"] == "stopped by SIGINT" and len(set(stopped["param_checksums"])) == 1, stopped
+        procs = launch("train.max_env_frames=10000000", "sync.min_nodes=2")
+        training_again(1)
+        os.kill(_worker(net, 1), signal.SIGKILL)  # host 1's node dies: host 0's falls below min_nodes
+        codes = [p.wait(120) for p in procs]
+        assert codes == [1, 1] and "exitcode  : 75" in _text(procs[0]), "\n".join(_text(p)[-2000:] for p in procs)
+        assert "run stopped: below sync.min_nodes" in open(log0).read()
+        failed_at = summary(run_dir)["env_frames"]
+        assert failed_at > stopped["env_frames"], (failed_at, stopped["env_frames"])
+        procs = launch(f"train.max_env_frames={failed_at + 4096}")
         codes = [p.wait(180) for p in procs]
     assert codes == [0, 0], "\n".join(_text(p)[-2000:] for p in procs)
     s = summary(run_dir)
     assert s["outcome"] == "finished" and s["nodes"] == 2 and len(set(s["param_checksums"])) == 1
+    resumes = [int(n) for n in re.findall(r"resumed from \S+: (\d+) env frames", open(log0).read())]
+    assert resumes == [stopped["env_frames"], failed_at], resumes
+    assert s["env_frames"] >= failed_at + 4096
     assert "node 1 is rank 1 of 2" in open(os.path.join(run_dir, "train_rank1.log")).read()
 
 

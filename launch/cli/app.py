@@ -25,6 +25,9 @@ register("schema", Config)  # conf/config.yaml's first default: types, defaults,
 
 def check(cfg: Config) -> None:
     """Every check a composed config must pass before anything starts (raises ConfigError)."""
+    from sync.world import launched_size
+    if launched_size() > 1:  # torchrun or srun started the ranks: their count is the run's node count
+        cfg.nodes = launched_size()
     validate(cfg)
     spec = check_env_config(cfg.env)
     if spec.keys or ":" in cfg.model.encoder:  # (torch is imported only where a model is built)
