@@ -67,3 +67,21 @@ def test_prepare_env_sets_the_published_port_only_for_a_fixed_world(tmp_path):
     env = dict(step_env(1), RANK="1", WORLD_SIZE="2")  # torchrun's world inside the step: left alone
     prepare_env(fixed, env)
     assert "MASTER_PORT" not in env
+
+
+def test_a_slurm_task_is_reached_at_its_nodes_address_not_one_it_inherited(monkeypatch):
+    """DISTRL_NODE_ADDR becomes the node's NodeAddr, tagged with the node: a job submitted from inside
+    another node's job inherits that node's, and finds its own; one set by hand (or by our local
+    spawner, for its children on this node) stays."""
+    import launch.slurm.step as step
+    monkeypatch.setattr(step, "node_addr", lambda name: {"n1": "10.0.0.1", "n2": "10.0.0.2"}[name])
+    cfg = compose("sync.elastic=true")
+    env = {"SLURMD_NODENAME": "n1"}
+    prepare_env(cfg, env)
+    assert env["DISTRL_NODE_ADDR"] == "10.0.0.1" and env[step.ADDR_NODE] == "n1"
+    env["SLURMD_NODENAME"] = "n2"  # inherited by a job on n2
+    prepare_env(cfg, env)
+    assert env["DISTRL_NODE_ADDR"] == "10.0.0.2" and env[step.ADDR_NODE] == "n2"
+    env = {"SLURMD_NODENAME": "n2", "DISTRL_NODE_ADDR": "127.0.0.1"}
+    prepare_env(cfg, env)
+    assert env["DISTRL_NODE_ADDR"] == "127.0.0.1"

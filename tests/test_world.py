@@ -1,7 +1,9 @@
 """World detection from the environment a process was started in (no processes needed)."""
+import os
+
 import pytest
 
-from sync.world import World, detect, first_host, port_for_job
+from sync.world import World, detect, first_host, launched_size, port_for_job
 
 
 def test_no_world_for_a_plain_process_or_a_slurm_batch_script():
@@ -43,3 +45,21 @@ def test_derived_ports_avoid_privileged_and_ephemeral_ports_and_tell_jobs_and_st
 def test_rank_without_port_is_refused():
     with pytest.raises(RuntimeError, match="MASTER_PORT"):
         detect({"RANK": "0", "WORLD_SIZE": "2"})
+
+
+def test_the_ranks_torchrun_or_srun_started_are_the_runs_node_count():
+    """launch.cli.app.check takes it as `nodes`: sync.min_nodes=2 under torchrun needs no nodes=2."""
+    from launch.cli.app import check
+    from tests.helpers import compose
+
+    assert launched_size({}) == 1 and launched_size({"SLURM_JOB_ID": "1", "SLURM_PROCID": "0"}) == 1
+    assert launched_size({"RANK": "1", "WORLD_SIZE": "3", "MASTER_PORT": "1"}) == 3
+    assert launched_size({"SLURM_PROCID": "0", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "2"}) == 2
+    cfg = compose("sync.min_nodes=2")
+    os.environ.update(RANK="0", WORLD_SIZE="2", MASTER_PORT="1")
+    try:
+        check(cfg)
+    finally:
+        for k in ("RANK", "WORLD_SIZE", "MASTER_PORT"):
+            del os.environ[k]
+    assert cfg.nodes == 2
