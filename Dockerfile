@@ -1,5 +1,5 @@
 # Image a GPU node runs: Python 3.11, torch with CUDA, the project with its atari, mujoco, envpool
-# and video extras, a Slurm client for requeue. Not yet built or run on a GPU by this project (README: Containers).
+# and video extras, a Slurm client for requeue. Not yet built or run on a GPU by this project (docs/slurm.md, "Containers").
 # Build: docker build -t distrl .
 # Run:   docker run --gpus all --ipc=host -v $PWD/runs:/runs distrl python -m launch.train train.device=cuda
 #
