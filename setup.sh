@@ -2,7 +2,7 @@
 # One-time set-up on a fresh machine (Python 3.10+), idempotent:
 # 1. torch 2.13.0, unless installed: where no NVIDIA GPU is found, the CPU build from PyTorch's CPU
 #    index (PyPI's Linux wheel is the CUDA build, which pulls several GB of CUDA packages), and
-#    where that index is out of reach, `pip install torch==2.13.0` from the usual index;
+#    where that index is out of reach, torch from the usual index (PyPI: the CUDA build);
 # 2. this project with its extras (`pip install -e ".[all]"`);
 # 3. as root with apt-get: Slurm (the tests' local cluster) and Chromium (the docs' browser check),
 #    when missing.
@@ -37,12 +37,14 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! co
   fi
 fi
 
-if ! python -c 'import sys, torch; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+torch_pin="torch==2.13.0"  # the Dockerfile's TORCH_VERSION is the same (tests/test_dockerfile.py)
+if ! TORCH_PIN=$torch_pin python -c 'import os, sys, torch
+sys.exit(torch.__version__.split("+")[0] != os.environ["TORCH_PIN"].split("==")[1])' 2>/dev/null; then
   if ! command -v nvidia-smi >/dev/null \
-      && python -m pip install -q --timeout 10 --retries 1 torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu; then
-    echo "setup.sh: installed torch 2.13.0's CPU build (no NVIDIA GPU found)" >&2
+      && python -m pip install -q --timeout 10 --retries 1 "$torch_pin" --index-url https://download.pytorch.org/whl/cpu; then
+    echo "setup.sh: installed $torch_pin, the CPU build (no NVIDIA GPU found)" >&2
   else
-    python -m pip install -q torch==2.13.0
+    python -m pip install -q "$torch_pin"
   fi
 fi
 python -m pip install -q -e ".[all]"

@@ -79,13 +79,26 @@ def _shape(dev: str, bits: float, netns: str | None = None) -> None:
     _run(*(["ip", "netns", "exec", netns] if netns else []), *cmd)
 
 
+def free_prefix() -> str:
+    """dr<4 hex digits> that no namespace or link of this machine starts with: from this process's
+    pid, else the next free one (one process may hold several networks: the tests' Slurm cluster
+    runs on one while a test makes another)."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    names += subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for i in range(0xFFFF):
+        prefix = f"dr{(os.getpid() + i) % 0xFFFF:04x}"
+        if prefix not in names:
+            return prefix
+    raise RuntimeError("no free name for an emulated network")
+
+
 @dataclass
 class Network:
     """N hosts on a bridge, every link shaped to `bits`/s. Use as a context manager."""
 
     hosts: int
     bits: float
-    prefix: str = field(default_factory=lambda: f"dr{os.getpid() % 0xFFFF:04x}")
+    prefix: str = field(default_factory=lambda: free_prefix())
     guard: subprocess.Popen | None = None
     subnet: str = SUBNET  # the hosts are <subnet>.1 .. <subnet>.N
     names: list[str] | None = None  # the hosts' names (default: their namespaces' names)
