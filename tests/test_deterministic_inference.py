@@ -46,3 +46,43 @@ def test_per_env_inference_does_not_depend_on_the_batching_of_requests():
     # Gumbel-max with the env's uniforms: the action is the argmax of logp - log(-log(u))
     served = one_batch.versions == 3
     assert int(served.sum()) == 6
+
+
+def test_kept_bf16_casts_give_the_same_results_and_follow_each_new_version():
+    """The policy worker holds autocast open (casts_kept) so each weight is cast to bf16 once per
+    version: the results must be those of a pass that casts afresh, before and after an in-place
+    weight update (as WeightsReader's), once the cache is cleared; without clearing, the pass
+    would still use the old weights' casts (which shows the cache is really used)."""
+    from nodes.models.numerics import casts_kept
+
+    cfg = compose("sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=4")
+    spec = env_spec(cfg.env)
+    torch.manual_seed(0)
+    model = ActorCritic(spec, cfg.model).eval()
+    new = [p.detach() + 0.01 * torch.randn_like(p) for p in model.parameters()]
+    buffers = allocate(spec, cfg.sampler, model.state_size)
+    buffers.obs.copy_(torch.randint(0, 255, buffers.obs.shape, generator=torch.Generator().manual_seed(1)))
+    n = len(buffers.env_slot)
+    buffers.env_slot.copy_(torch.arange(n))
+    infer = Inference(model, buffers, torch.device("cpu"), staged=False, precision="bf16")
+
+    def values():
+        buffers.env_h.zero_()  # the same state in each pass
+        infer(torch.arange(n), version=1)
+        return buffers.values[:, 0].clone()
+
+    fresh_before = values()
+    with torch.no_grad():
+        old = [p.clone() for p in model.parameters()]
+        with casts_kept("cpu", "bf16"):
+            assert torch.equal(values(), fresh_before) and torch.equal(values(), fresh_before)
+            for p, v in zip(model.parameters(), new):
+                p.copy_(v)
+            stale = values()
+            torch.clear_autocast_cache()
+            kept_after = values()
+        fresh_after = values()
+        for p, v in zip(model.parameters(), old):
+            p.copy_(v)
+    assert torch.equal(kept_after, fresh_after) and not torch.equal(fresh_after, fresh_before)
+    assert torch.equal(stale, fresh_before)

@@ -247,3 +247,23 @@ def test_orthogonal_heads_leaves_the_encoder_pytorchs_weights_with_zero_biases()
     for layer in [m for m in orthogonal.encoder.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]:
         assert torch.allclose(layer.weight.detach().flatten(1).norm(dim=1), torch.ones(layer.out_channels if isinstance(
             layer, torch.nn.Conv2d) else layer.out_features), atol=1e-4)
+
+
+def test_images_are_normalised_in_chunks_to_the_same_bits_in_the_layout_and_dtype_the_convs_take():
+    from nodes.models.normalisers import CHUNK_ROWS, RunningNorm
+
+    g = torch.Generator().manual_seed(0)
+    norm = RunningNorm((3, 9, 11), eps=1e-5)
+    norm.mean.copy_(torch.rand(3, 9, 11, generator=g) * 255)
+    norm.var.copy_(torch.rand(3, 9, 11, generator=g) * 3000 + 0.01)  # some elements clip at +-5
+    for rows in (3, 2 * CHUNK_ROWS + 5):  # a policy worker's few, a learner's many (a partial last chunk)
+        x = torch.randint(0, 256, (rows, 3, 9, 11), dtype=torch.uint8, generator=g)
+        whole = norm(x, torch.channels_last)
+        got = norm.images(x)
+        assert got.dtype == torch.float32 and got.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(got, whole)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            got = norm.images(x)
+        assert got.is_contiguous(memory_format=torch.channels_last)
+        assert torch.equal(got.to(torch.bfloat16), whole.to(torch.bfloat16))
+        assert rows <= CHUNK_ROWS or got.dtype == torch.bfloat16

@@ -151,8 +151,7 @@ class ActorCritic(nn.Module):
         if self.inputs is not None:
             return self.inputs(obs, meas)
         # pixels become float in channels-last layout (one copy for both), which the convolutions keep
-        layout = torch.channels_last if self.channels_last else torch.preserve_format
-        x = self.encoder(self.obs_norm(obs, layout))
+        x = self.encoder(self.obs_norm.images(obs) if self.channels_last else self.obs_norm(obs))
         if self.use_meas:
             x = torch.cat([x, self.meas_mlp(self.meas_norm(meas))], -1)
         return x

@@ -29,6 +29,25 @@ def autocast(device: torch.device | str, precision: str):
     return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
 
 
+@contextlib.contextmanager
+def casts_kept(device: torch.device | str, precision: str):
+    """Hold `autocast(device, precision)` open around many forward passes, so that autocast's cache
+    keeps each weight's bf16 copy from one pass to the next instead of casting every weight again
+    in each (it clears the cache when its outermost context exits; a policy worker's pass over 8
+    envs spent a third of its time in those casts). The casts are the same, so are the results.
+    The cache is only used under torch.no_grad (not inference_mode) for weights that require grad,
+    and it knows nothing of in-place updates: call torch.clear_autocast_cache() whenever the weights
+    change (nodes/sampling/policy_worker.py does, after each new version)."""
+    if precision != "bf16":
+        yield
+        return
+    with autocast(device, precision):
+        try:
+            yield
+        finally:
+            torch.clear_autocast_cache()
+
+
 def deterministic_kernels() -> None:
     """sampler.mode=deterministic: ask torch for deterministic kernels (on CPU ours already are;
     on CUDA cuBLAS needs its workspace fixed before the first call, and an op without a

@@ -21,7 +21,7 @@ import torch
 
 from nodes import seeds
 from nodes.models.actor_critic import ActorCritic
-from nodes.models.numerics import autocast, deterministic_kernels
+from nodes.models.numerics import autocast, casts_kept, deterministic_kernels
 from nodes.record.profile import POLICY, Clock, policy_row
 from nodes.sampling.buffers import env_groups
 from nodes.sampling.placement import use_device
@@ -127,7 +127,7 @@ class Inference:
                 rows[k * PASS_ROWS + j] = [r[j] for r in results]
         return (torch.stack(parts) for parts in zip(*(rows[e] for e in env_ids.tolist())))
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: autocast keeps its weight casts only under no_grad (casts_kept)
     def __call__(self, env_ids: torch.Tensor, version: int) -> None:
         b, model = self.b, self.model
         self.clock(FORWARD)
@@ -185,6 +185,17 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
     wait_s = GPU_WAIT_S if dev.type == "cuda" else 0.0
     # where the model really is (tests/test_gpu.py reads this from the log)
     channels.reports.put(("ready", f"policy worker {index}", str(next(infers[0].model.parameters()).device)))
+    with casts_kept(dev, cfg.train.precision):  # each weight cast to bf16 once per version, not once per pass
+        serve(channels, control, clock, readers, infers, groups, buffers, wait_s, enough)
+    del readers, infers
+    for shared in shared_weights:
+        shared.release()
+
+
+def serve(channels, control, clock: Clock, readers: list, infers: list, groups: list, buffers, wait_s: float,
+          enough: int) -> None:
+    """The worker's loop until the node stops it: take requests, bring the weights up to date, one
+    forward pass (one per population member among the requests), reply."""
     while not control.stop[0]:
         clock(WAIT)
         try:
@@ -192,8 +203,8 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
         except queue.Empty:
             continue
         clock(WEIGHTS)
-        for weights in readers:
-            weights.maybe_update()
+        if any([weights.maybe_update() for weights in readers]):  # a list: every member's reader runs
+            torch.clear_autocast_cache()  # the kept bf16 casts are of the old weights (casts_kept)
         env_ids = torch.cat([groups[w][g] for w, g in requests])
         if len(infers) == 1:
             infers[0](env_ids, readers[0].version)
@@ -204,9 +215,6 @@ def run_policy_worker(cfg, rank: int, index: int, spec, buffers, channels, contr
         clock(REPLY)
         for w, g in requests:
             channels.actions[w].put(g)
-    del readers, infers
-    for shared in shared_weights:
-        shared.release()
 
 
 def _members(cfg, spec, buffers, shared_weights: list, dev: torch.device, clock: Clock):
