@@ -208,13 +208,16 @@ class ActorCritic(nn.Module):
         worker's single steps use nn.GRUCell on the same weights: equal to float rounding."""
         cell = self.core
         gi = nn.functional.linear(x, cell.weight_ih, cell.bias_ih)  # [B, T+1, 3H]
-        i_r, i_z, i_n = gi.chunk(3, -1)
+        # one view per step: their gradients are stacked once in the backward, where indexing gi
+        # step by step made each step's backward fill and add a whole [B, T+1, H] gradient
+        steps = gi.unbind(1)
         outs = []
-        for t in range(x.shape[1]):
+        for t, gi_t in enumerate(steps):
+            i_r, i_z, i_n = gi_t.chunk(3, -1)
             h_r, h_z, h_n = nn.functional.linear(h, cell.weight_hh, cell.bias_hh).chunk(3, -1)
-            r = torch.sigmoid(i_r[:, t] + h_r)
-            z = torch.sigmoid(i_z[:, t] + h_z)
-            n = torch.tanh(i_n[:, t] + r * h_n)
+            r = torch.sigmoid(i_r + h_r)
+            z = torch.sigmoid(i_z + h_z)
+            n = torch.tanh(i_n + r * h_n)
             h = n + z * (h - n)  # (1 - z) n + z h
             outs.append(h)
             if t < x.shape[1] - 1:
