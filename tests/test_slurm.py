@@ -191,7 +191,7 @@ def test_preemption_signal_and_requeue_checkpoint_and_resume(slurm, tmp_path):
     iteration, rank 0 checkpoints and requeues the job. Then an external `scontrol requeue` (SIGTERM,
     as preemption): a checkpoint again, Slurm requeues. Each run resumes where the last one stopped.
     Three nodes, on three hosts."""
-    run_dir, target = str(tmp_path / "run"), 6000
+    run_dir, target = str(tmp_path / "run"), 12000  # the second run must still train when the requeue comes
     log = os.path.join(run_dir, "train.log")
     semaphores = set(glob.glob("/dev/shm/sem.mp-*"))
     # a slow env step so that the job is still training when the signals come
