@@ -76,9 +76,9 @@ class RunningNorm(nn.Module):
         statistics sent addcmul down a slow one), and one copy converts the layout and the dtype at
         the end. On a CPU a learner's batch goes CHUNK_ROWS images at a time, so the float32
         intermediate stays in the cache and memory sees the uint8 frames read and the result
-        written once: on 1,056 VizDoom frames (3 x 72 x 128) 45-51 ms against 91-97 ms for the
+        written once: on 1,056 VizDoom frames (3 x 72 x 128) 48 ms against 98 ms for the
         whole-batch passes of `forward` and autocast's cast (2 threads, the Xeon VM); a policy
-        worker's 8, 0.54 against 0.62-0.71 ms (1 thread). On a GPU (one launch per operation) the
+        worker's 8, 0.49 against 0.59 ms (1 thread; benchmarks/node_parts.py). On a GPU (one launch per operation) the
         batch goes whole. The same operations element by element, so the same bits
         (tests/test_models.py)."""
         if not _autocast_on(x.device.type):  # float32: forward's one converting copy is as fast
