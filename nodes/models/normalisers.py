@@ -73,26 +73,29 @@ class RunningNorm(nn.Module):
         where autocast is on (the first convolution would cast it to that anyway: the same values);
         without autocast, `forward` itself. Under autocast the arithmetic runs on the frames as they
         come (contiguous, so on the vectorised path; on channels-last floats the broadcast
-        statistics sent addcmul down a slow one), and one copy converts the layout and the dtype at
-        the end. On a CPU a learner's batch goes CHUNK_ROWS images at a time, so the float32
-        intermediate stays in the cache and memory sees the uint8 frames read and the result
-        written once: on 1,056 VizDoom frames (3 x 72 x 128) 48 ms against 98 ms for the
-        whole-batch passes of `forward` and autocast's cast (2 threads, the Xeon VM); a policy
-        worker's 8, 0.49 against 0.59 ms (1 thread; benchmarks/node_parts.py). On a GPU (one launch per operation) the
-        batch goes whole. The same operations element by element, so the same bits
-        (tests/test_models.py)."""
+        statistics sent addcmul down a slow one); then a contiguous copy converts the dtype and a
+        second the layout, in the narrow dtype: on a CPU the layout copy of 3 channels costs per
+        element, not per byte, and the one copy converting both took 264 us on a policy's 8 frames
+        against 32 + 89 us for the two (1 thread, the Xeon VM). On a CPU a learner's batch goes
+        CHUNK_ROWS images at a time, so the float32 intermediate stays in the cache. On a GPU (one
+        launch per operation) the batch goes whole, in one converting copy. The same operations
+        element by element, so the same bits (tests/test_models.py); the timings in
+        benchmarks/node_parts.py."""
         if not _autocast_on(x.device.type):  # float32: forward's one converting copy is as fast
             return self.forward(x, torch.channels_last)
         dtype = torch.get_autocast_dtype(x.device.type)
         scale = torch.rsqrt(self.var + self.eps)
         shift = -self.mean * scale
-        if len(x) <= CHUNK_ROWS or x.device.type != "cpu":  # one chunk: its own tensors
+        if x.device.type != "cpu":  # one launch per operation
             return self._clipped(x.to(torch.float32), shift, scale).to(dtype, memory_format=torch.channels_last)
+        if len(x) <= CHUNK_ROWS:  # one chunk: its own tensors
+            return self._clipped(x.to(torch.float32), shift, scale).to(dtype).contiguous(
+                memory_format=torch.channels_last)
         out = torch.empty(x.shape, dtype=dtype, device=x.device, memory_format=torch.channels_last)
         buf = torch.empty((CHUNK_ROWS, *x.shape[1:]), device=x.device)
         for i in range(0, len(x), CHUNK_ROWS):
             y = buf[: len(x) - i].copy_(x[i : i + CHUNK_ROWS])
-            out[i : i + CHUNK_ROWS].copy_(self._clipped(y, shift, scale))
+            out[i : i + CHUNK_ROWS].copy_(self._clipped(y, shift, scale).to(dtype))
         return out
 
     def _clipped(self, y: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
