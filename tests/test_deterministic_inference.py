@@ -50,9 +50,10 @@ def test_per_env_inference_does_not_depend_on_the_batching_of_requests():
 
 def test_kept_bf16_casts_give_the_same_results_and_follow_each_new_version():
     """The policy worker holds autocast open (casts_kept) so each weight is cast to bf16 once per
-    version: the results must be those of a pass that casts afresh, before and after an in-place
-    weight update (as WeightsReader's), once the cache is cleared; without clearing, the pass
-    would still use the old weights' casts (which shows the cache is really used)."""
+    version, and packs its big products' weights once per version (nodes/models/packed.py): the
+    results must be those of a pass that casts afresh, before and after an in-place weight update
+    (as WeightsReader's), once `weights_changed` has run; without it, the pass would still use the
+    old weights' casts and packs (which shows both are really used)."""
     from nodes.models.numerics import casts_kept
 
     cfg = compose("sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=4")
@@ -79,7 +80,7 @@ def test_kept_bf16_casts_give_the_same_results_and_follow_each_new_version():
             for p, v in zip(model.parameters(), new):
                 p.copy_(v)
             stale = values()
-            torch.clear_autocast_cache()
+            infer.weights_changed()  # what the policy worker does after each new version
             kept_after = values()
         fresh_after = values()
         for p, v in zip(model.parameters(), old):

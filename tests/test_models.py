@@ -266,3 +266,48 @@ def test_images_are_normalised_in_chunks_to_the_same_bits_in_the_layout_and_dtyp
             got = norm.images(x)
         assert got.is_contiguous(memory_format=torch.channels_last)
         assert got.dtype == torch.bfloat16 and torch.equal(got, whole.to(torch.bfloat16))
+
+
+def test_packed_weights_give_autocasts_bits_on_any_pass_and_follow_each_refresh():
+    """The policy worker's big products on weights packed once per version (nodes/models/packed.py):
+    whole passes of the VizDoom model (conv encoder, fc 2304 -> 512, GRU) must equal autocast's to
+    the bit at pass sizes the probe never saw; after an in-place update they are the old weights'
+    (so the packs are what runs) until `refresh`; with gradients on, the layers' own forward."""
+    import copy
+
+    from nodes.models.packed import PackedWeights
+
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has no bf16 in oneDNN: PackedWeights stays off (its install returns None)")
+    spec = EnvSpec((3, 72, 128), np.uint8, (3,))
+    torch.manual_seed(0)
+    plain = ActorCritic(spec, model_cfg("simplified")).eval()
+    packed = copy.deepcopy(plain)
+    packs = PackedWeights.install(packed, torch.device("cpu"), "bf16")
+    assert packs is not None and len(packs.linears) == 1 and len(packs.grus) == 1
+    assert PackedWeights.install(copy.deepcopy(plain), torch.device("cpu"), "fp32") is None
+
+    def passes(model, sizes=(1, 3, 8, 13)):
+        torch.manual_seed(1)
+        out = []
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            for b in sizes:
+                obs, meas = inputs(spec, b)
+                out += model.step(obs, meas, torch.randn(b, model.state_size))
+        return out
+
+    with torch.no_grad():
+        assert all(torch.equal(a, b) for a, b in zip(passes(plain), passes(packed)))
+        for p, q in zip(plain.parameters(), packed.parameters()):
+            update = 0.01 * torch.randn_like(p)
+            p.add_(update)
+            q.add_(update)
+        stale = passes(packed)
+        assert not all(torch.equal(a, b) for a, b in zip(passes(plain), stale))
+        packs.refresh()
+        assert all(torch.equal(a, b) for a, b in zip(passes(plain), passes(packed)))
+    with torch.enable_grad():  # a model that learns: its own forward, gradients and all
+        logits = passes(packed, sizes=(4,))[0]
+        assert logits.requires_grad
+        logits.sum().backward()
+        assert packed.core.weight_hh.grad is not None and packed.encoder.fc[0].weight.grad is not None

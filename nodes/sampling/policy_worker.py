@@ -22,6 +22,7 @@ import torch
 from nodes import seeds
 from nodes.models.actor_critic import ActorCritic
 from nodes.models.numerics import autocast, casts_kept, deterministic_kernels
+from nodes.models.packed import PackedWeights
 from nodes.record.profile import POLICY, Clock, policy_row
 from nodes.sampling.buffers import env_groups
 from nodes.sampling.placement import use_device
@@ -106,6 +107,14 @@ class Inference:
         self.autocast = lambda: autocast(device, precision)
         self.T1 = buffers.obs.shape[1]
         self.staging = Staging(buffers, device, len(buffers.env_slot)) if staged else None
+        self.packed = PackedWeights.install(model, device, precision)  # None on a GPU, in fp32
+
+    def weights_changed(self) -> None:
+        """After the model's weights changed in place: drop autocast's kept casts of the old ones
+        (casts_kept) and repack what was packed from them."""
+        torch.clear_autocast_cache()
+        if self.packed is not None:
+            self.packed.refresh()
 
     def _forward(self, obs, meas, h, uniforms):
         """(actions, log-probs, values, new states) of one batch."""
@@ -204,7 +213,8 @@ def serve(channels, control, clock: Clock, readers: list, infers: list, groups: 
             continue
         clock(WEIGHTS)
         if any([weights.maybe_update() for weights in readers]):  # a list: every member's reader runs
-            torch.clear_autocast_cache()  # the kept bf16 casts are of the old weights (casts_kept)
+            for infer in infers:
+                infer.weights_changed()
         env_ids = torch.cat([groups[w][g] for w, g in requests])
         if len(infers) == 1:
             infers[0](env_ids, readers[0].version)
@@ -220,14 +230,13 @@ def serve(channels, control, clock: Clock, readers: list, infers: list, groups: 
 def _members(cfg, spec, buffers, shared_weights: list, dev: torch.device, clock: Clock):
     """A model, weights reader and Inference per population member, each with the learner's first
     weights (published before the workers start)."""
-    readers, infers = [], []
+    models, readers = [], []
     for shared in shared_weights:
-        model = ActorCritic(spec, cfg.model).to(dev)
-        model.eval()
-        readers.append(WeightsReader(shared, model))
-        infers.append(Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
-                                per_env=cfg.sampler.mode == "deterministic", clock=clock))
+        models.append(ActorCritic(spec, cfg.model).to(dev).eval())
+        readers.append(WeightsReader(shared, models[-1]))
     for weights in readers:
         while not weights.maybe_update():
             time.sleep(0.001)
+    infers = [Inference(model, buffers, dev, staged=dev.type == "cuda", precision=cfg.train.precision,
+                        per_env=cfg.sampler.mode == "deterministic", clock=clock) for model in models]
     return readers, infers
