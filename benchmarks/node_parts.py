@@ -7,7 +7,8 @@ does not have are skipped, so the same script times an older commit's learner (`
 NEW/benchmarks/node_parts.py`). Prints, each the median of several timed calls after warm-ups:
 
 - policy pass: ActorCritic.step on 8 envs' frames, 1 thread, bf16 autocast entered per pass (each
-  weight cast afresh, as before 2026-11-29) and inside `casts_kept` (the casts kept across passes);
+  weight cast afresh, as before 2026-11-29), inside `casts_kept` (the casts kept across passes), and
+  with the fc's and GRU's weights packed as well (nodes/models/packed.py), as a policy worker runs;
 - frames: the normalisation of 8 frames (1 thread) and of a learner batch's 1,056 (2 threads),
   `RunningNorm.forward` to channels-last then cast to bf16, against `RunningNorm.images` under autocast;
 - learner step: Learner.train_step on a synthetic batch of 32 trajectories x 32 steps, bf16, 2 threads;
@@ -19,6 +20,7 @@ NEW/benchmarks/node_parts.py`). Prints, each the median of several timed calls a
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import statistics
 import sys
@@ -56,6 +58,11 @@ def main() -> None:
     from nodes.models.actor_critic import ActorCritic
     from nodes.models.normalisers import RunningNorm
 
+    try:
+        from nodes.models import packed as packed_weights
+    except ImportError:  # a checkout before 2026-11-29's packed products
+        packed_weights = None
+
     cfg = compose_checked("config", [f"env={args.env}"])
     spec = env_spec(cfg.env)
     torch.manual_seed(0)
@@ -78,6 +85,10 @@ def main() -> None:
         if hasattr(numerics, "casts_kept"):
             with numerics.casts_kept("cpu", "bf16"):
                 line += f", casts kept {timed(policy_pass, 200) * 1e3:.3f} ms"
+                if packed_weights is not None:
+                    packed = copy.deepcopy(model)
+                    if packed_weights.PackedWeights.install(packed, torch.device("cpu"), "bf16") is not None:
+                        line += f", and packed products {timed(partial(policy_pass, packed), 200) * 1e3:.3f} ms"
         print(line, flush=True)
 
     norm = RunningNorm(spec.obs_shape)

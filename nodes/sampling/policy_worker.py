@@ -106,6 +106,11 @@ class Inference:
         self.clock = clock or Clock()  # forward (gathering the inputs included) vs writing the results
         self.autocast = lambda: autocast(device, precision)
         self.T1 = buffers.obs.shape[1]
+        # [slot * (T+1) + t] views: a pass gathers its rows with index_select (one copy per row)
+        # where indexing [slots, ts] took the element-by-element path: 124 against 8 us for 8 VizDoom frames
+        steps = buffers.obs.shape[0] * self.T1
+        self.flat_obs = buffers.obs.view(steps, *buffers.obs.shape[2:])
+        self.flat_meas = buffers.meas.view(steps, buffers.meas.shape[-1])
         self.staging = Staging(buffers, device, len(buffers.env_slot)) if staged else None
         self.packed = PackedWeights.install(model, device, precision)  # None on a GPU, in fp32
 
@@ -123,6 +128,11 @@ class Inference:
         actions = self.model.heads.sample(logits, uniforms)  # [B, heads + continuous dims] float32
         return actions, self.model.heads.log_prob(logits, actions), values, h_new
 
+    def _rows(self, slots: torch.Tensor, ts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The observations and measurements at steps ts of slots (b.obs[slots, ts], b.meas[slots, ts])."""
+        steps = slots * self.T1 + ts
+        return self.flat_obs.index_select(0, steps), self.flat_meas.index_select(0, steps)
+
     def _fixed_passes(self, env_ids: torch.Tensor):
         """per_env: the requested envs' results, each from its own fixed pass and row."""
         b, n_envs = self.b, len(self.b.env_slot)
@@ -131,7 +141,7 @@ class Inference:
             members = torch.arange(k * PASS_ROWS, (k + 1) * PASS_ROWS).clamp_(max=n_envs - 1)  # pad: any env
             slots, ts = b.env_slot[members], b.env_t[members]
             uniforms = b.uniforms[slots, ts] if b.uniforms.shape[-1] else None
-            results = self._forward(b.obs[slots, ts], b.meas[slots, ts], b.env_h[members], uniforms)
+            results = self._forward(*self._rows(slots, ts), b.env_h[members], uniforms)
             for j in range(PASS_ROWS):
                 rows[k * PASS_ROWS + j] = [r[j] for r in results]
         return (torch.stack(parts) for parts in zip(*(rows[e] for e in env_ids.tolist())))
@@ -146,8 +156,7 @@ class Inference:
         if fixed_passes:
             actions, logp, values, h_new = self._fixed_passes(env_ids)  # takes each pass's uniforms
         elif self.staging is None:
-            actions, logp, values, h_new = self._forward(b.obs[slots, ts], b.meas[slots, ts], b.env_h[env_ids],
-                                                         uniforms)
+            actions, logp, values, h_new = self._forward(*self._rows(slots, ts), b.env_h[env_ids], uniforms)
         else:
             obs, meas, h_dev = self.staging.inputs(slots * self.T1 + ts, env_ids)
             on_device = None if uniforms is None else uniforms.to(self.device, non_blocking=True)
