@@ -13,7 +13,7 @@ NEW/benchmarks/node_parts.py`). Prints, each the median of several timed calls a
   `RunningNorm.forward` to channels-last then cast to bf16, against `RunningNorm.images` under autocast;
 - learner step: Learner.train_step on a synthetic batch of 32 trajectories x 32 steps, bf16, 2 threads;
 - small products: bf16 linear layers of the policy's shapes, [8 x 2304] x [2304 x 512] and
-  [8 or 16 x 512] x [512 x 1536], 1 thread;
+  [8 or 16 x 512] x [512 x 1536], 1 thread, through autocast's path and on a packed weight;
 - with --compile: torch.compile (Inductor, default mode) of the policy's step and of the learner's
   unroll: the first call's seconds (the compilation) and the compiled timings.
 """
@@ -40,6 +40,23 @@ def timed(call, reps: int, warmup: int = 3) -> float:
         call()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def products(packed_weights) -> None:
+    """The policy's small bf16 products, 1 thread: through autocast's path (torch's linear) and, where
+    the checkout has nodes/models/packed.py, oneDNN's linear on the weight reordered once."""
+    import torch
+
+    torch.set_num_threads(1)
+    for m, k, n in ((8, 2304, 512), (8, 512, 1536), (16, 512, 1536)):
+        a, w = torch.randn(m, k).to(torch.bfloat16), torch.randn(n, k).to(torch.bfloat16)
+        t = timed(partial(torch.nn.functional.linear, a, w), 300)
+        line = f"product [{m} x {k}] x [{k} x {n}] (1 thread, bf16): {t * 1e6:.0f} us, {2 * m * k * n / t / 1e9:.0f}"
+        line += " GFLOP/s"
+        if packed_weights is not None:
+            w_packed = torch.ops.mkldnn._reorder_linear_weight(w, packed_weights.ROWS_HINT)
+            line += f"; packed {timed(partial(packed_weights._linear, a, w_packed, None), 300) * 1e6:.0f} us"
+        print(line, flush=True)
 
 
 def main() -> None:
@@ -112,12 +129,7 @@ def main() -> None:
     step = timed(lambda: learner.train_step(batch), 5, warmup=2)
     print(f"learner step, 32 x 32 samples (2 threads, bf16): {step * 1e3:.0f} ms", flush=True)
 
-    torch.set_num_threads(1)
-    for m, k, n in ((8, 2304, 512), (8, 512, 1536), (16, 512, 1536)):
-        a, w = torch.randn(m, k).to(torch.bfloat16), torch.randn(n, k).to(torch.bfloat16)
-        t = timed(partial(torch.nn.functional.linear, a, w), 300)
-        print(f"product [{m} x {k}] x [{k} x {n}] (1 thread, bf16): {t * 1e6:.0f} us, {2 * m * k * n / t / 1e9:.0f} "
-              "GFLOP/s", flush=True)
+    products(packed_weights)
 
     if not args.compile:
         return

@@ -5,8 +5,8 @@ two: [8 x 2304] x [2304 x 512], [8 x 512] x [512 x 1536] twice on VizDoom. Throu
 an addmm that oneDNN runs after reordering the whole weight into its blocked layout, on every call:
 the product is bound by moving the weight, and the reorder moves it twice more. oneDNN's own linear
 on a weight reordered once (the ops TorchInductor's CPU freezing uses) runs the same kernel without
-that: 246 -> 167 us and 154 -> 82 us on those shapes (1 thread, the Xeon VM, 2026-11-29), a policy
-pass of 4 envs 2.15 -> 1.88 ms, of 8 2.44 -> 2.34 ms (benchmarks/node_parts.py).
+that: 227 -> 182 us and 149 -> 115 us on those shapes, a policy pass of 8 envs 2.49 -> 2.42 ms
+(1 thread, the Xeon VM, 2026-11-29; benchmarks/node_parts.py).
 
 Same kernel, same bits: `PackedWeights` installs itself only where a probe batch gives results
 equal to autocast's to the bit (on a CPU without bf16 in oneDNN, or a torch whose private ops
