@@ -71,6 +71,7 @@ def main(cfg) -> None:
 def node_limit(obj) -> None:
     from launch.tools.limit_harness import kernel_rates, limit, model_flops
     from launch.tools.measure import measure
+    from nodes.record.profile import format_shares
     from nodes.sampling.placement import choose_precision, has_fast_bf16
 
     s, b = obj.sampler, obj.bench
@@ -95,7 +96,6 @@ def node_limit(obj) -> None:
     train = measure(obj, "train", b.seconds, b.warmup_s)
     print(f"   train: {train.trained_fps:,.0f} env frames/s trained; cores busy: "
           + ", ".join(f"{k} {x:.2f}" for k, x in train.cores.items()), flush=True)
-    from nodes.record.profile import format_shares
     for line in format_shares(train.profile):
         print(f"{'':>11}{line}", flush=True)
     lim = limit(cores, sim.fps, sim_cores, flops, obj.env.frameskip, best)

@@ -116,7 +116,8 @@ class Inference:
 
     def weights_changed(self) -> None:
         """After the model's weights changed in place: drop autocast's kept casts of the old ones
-        (casts_kept) and repack what was packed from them."""
+        (casts_kept; the cache is the thread's, so a population's other members cast theirs again at
+        their next pass) and repack what was packed from them (only this member's)."""
         torch.clear_autocast_cache()
         if self.packed is not None:
             self.packed.refresh()
@@ -221,8 +222,8 @@ def serve(channels, control, clock: Clock, readers: list, infers: list, groups: 
         except queue.Empty:
             continue
         clock(WEIGHTS)
-        if any([weights.maybe_update() for weights in readers]):  # a list: every member's reader runs
-            for infer in infers:
+        for weights, infer in zip(readers, infers):  # every member's reader runs
+            if weights.maybe_update():
                 infer.weights_changed()
         env_ids = torch.cat([groups[w][g] for w, g in requests])
         if len(infers) == 1:
