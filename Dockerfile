@@ -28,11 +28,12 @@ ENV PYTHONUNBUFFERED=1 \
 # slurm-client: scontrol (requeue after the checkpoint; NodeAddr lookup). libstdc++6, zlib1g: what
 # vizdoom's engine and ale-py link outside their wheels (ldd); libudev1: dlopened by vizdoom's SDL2.
 # libibverbs1, ibverbs-providers: NCCL over InfiniBand (without them NCCL falls back to TCP sockets).
+# libtcmalloc-minimal4: the node's allocator, preloaded by the entry points (launch/process/allocator.py).
 # Debian's security updates replace exact versions quickly; pinning them breaks rebuilds.
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends \
-        slurm-client libstdc++6 zlib1g libudev1 libibverbs1 ibverbs-providers \
+        slurm-client libstdc++6 zlib1g libudev1 libibverbs1 ibverbs-providers libtcmalloc-minimal4 \
     && rm -rf /var/lib/apt/lists/*
 
 # Layers from the least to the most often changed: torch, then the dependencies (pyproject.toml

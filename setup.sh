@@ -4,8 +4,8 @@
 #    index (PyPI's Linux wheel is the CUDA build, which pulls several GB of CUDA packages), and
 #    where that index is out of reach, torch from the usual index (PyPI: the CUDA build);
 # 2. this project with its extras (`pip install -e ".[all]"`);
-# 3. as root with apt-get: Slurm (the tests' local cluster) and Chromium (the docs' browser check),
-#    when missing.
+# 3. as root with apt-get: Slurm (the tests' local cluster), Chromium (the docs' browser check) and
+#    tcmalloc (the node's allocator: launch/process/allocator.py), when missing.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -17,10 +17,15 @@ apt_packages="slurm-wlm munge slurmdbd mariadb-server"
 if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   apt_packages="$apt_packages chromium chromium-driver"
 fi
-if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v munged >/dev/null \
+no_tcmalloc=0
+if ! { ldconfig -p 2>/dev/null || true; } | grep -q libtcmalloc_minimal.so.4; then
+  apt_packages="$apt_packages libtcmalloc-minimal4"
+  no_tcmalloc=1
+fi
+if [ "$no_tcmalloc" = 1 ] || ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v munged >/dev/null \
     || ! command -v mariadbd >/dev/null || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    echo "setup.sh: installing $apt_packages (the tests' local Slurm cluster, the docs' browser check)" >&2
+    echo "setup.sh: installing $apt_packages (the tests' local Slurm cluster, the docs' browser check, the node's allocator)" >&2
     # the packages must not start system daemons: the tests start their own, on their own ports
     policy=/usr/sbin/policy-rc.d
     own_policy=0

@@ -20,6 +20,11 @@ Ctrl-C or SIGTERM stops it with one line and exit code 128 + the signal, as laun
 """
 from __future__ import annotations
 
+from launch.process.allocator import preload_tcmalloc
+
+if __name__ == "__main__":  # first, before torch: may start this command again with tcmalloc (the same pid)
+    preload_tcmalloc()
+
 import copy
 import json
 import logging

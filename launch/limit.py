@@ -23,6 +23,11 @@ line and exit code 130.
 """
 from __future__ import annotations
 
+from launch.process.allocator import preload_tcmalloc
+
+if __name__ == "__main__":  # first, before torch: may start this command again with tcmalloc (the same pid)
+    preload_tcmalloc()
+
 import json
 import os
 import shutil

@@ -12,6 +12,11 @@ a node, whichever nodes are gone.
 """
 from __future__ import annotations
 
+from launch.process.allocator import preload_tcmalloc
+
+if __name__ == "__main__":  # first, before torch: may start this command again with tcmalloc (the same pid)
+    preload_tcmalloc()
+
 import os
 import sys
 

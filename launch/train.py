@@ -12,6 +12,11 @@ returns its run's mean episode reward, the objective of sweeper plugins such as 
 """
 from __future__ import annotations
 
+from launch.process.allocator import preload_tcmalloc
+
+if __name__ == "__main__":  # first, before torch: may start this command again with tcmalloc (the same pid)
+    preload_tcmalloc()
+
 import json
 import logging
 import os

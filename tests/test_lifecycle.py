@@ -9,6 +9,7 @@ import pytest
 import torch
 from helpers import FAST_GYM, compose, read_until, start_train, summary, train
 
+from launch.process.allocator import tcmalloc_library
 from nodes.record import checkpoint as ckpt
 from nodes.run.signals import SAME_REQUEST_S, StopSignals
 
@@ -17,6 +18,8 @@ def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
     linear = "algo.lr_schedule=linear"  # to 0 at max_env_frames, which the resume below moves
     train(run_dir, *FAST_GYM, linear, "train.max_env_frames=2048", timeout=240)
     first = summary(run_dir)
+    # the entry point started again with tcmalloc where it is installed (launch/process/allocator.py)
+    assert first["allocator"] == ("tcmalloc" if tcmalloc_library() else "system")
     assert first["outcome"] == "finished" and first["nodes"] == 1
     assert first["env_frames"] >= 2048 and first["episodes"] > 0
     assert first["policy_version"] == first["env_frames"] // 128  # one step per batch of 128 frames

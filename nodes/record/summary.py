@@ -40,6 +40,15 @@ def checksums(node, collective: bool) -> list[list[str]]:
     return out
 
 
+def allocator() -> str:
+    """'tcmalloc' where this process has it mapped, else 'system' (glibc's malloc)."""
+    try:
+        with open("/proc/self/maps") as f:
+            return "tcmalloc" if "libtcmalloc" in f.read() else "system"
+    except OSError:
+        return "system"
+
+
 def run_summary(node, outcome: str, member_sums: list[list[str]]) -> dict:
     """summary.json, with each member's checksums (`checksums`). `seconds` and `fps` run from launch
     to exit (start-up and shutdown included, as a user's wall clock sees them); `train_seconds` and
@@ -64,6 +73,7 @@ def run_summary(node, outcome: str, member_sums: list[list[str]]) -> dict:
         engine_restarts=int(sum(row.engine_restarts for row in rows)),  # all ranks: agent matches restarted
         samples_per_rank=[int(x) for x in node.ranks.samples],
         sync_share_per_rank=node.ranks.sync_shares(),
+        allocator=allocator(),  # tcmalloc where the entry point preloaded it (launch/process/allocator.py)
     )
     if node.evaluation.enabled:  # rounds, the last and the best (eval.jsonl has every round)
         summary.update(eval=node.evaluation.summary())
