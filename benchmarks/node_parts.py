@@ -14,6 +14,8 @@ NEW/benchmarks/node_parts.py`). Prints, each the median of several timed calls a
 - learner step: Learner.train_step on a synthetic batch of 32 trajectories x 32 steps, bf16, 2 threads;
 - small products: bf16 linear layers of the policy's shapes, [8 x 2304] x [2304 x 512] and
   [8 or 16 x 512] x [512 x 1536], 1 thread, through autocast's path and on a packed weight;
+- copies: 8 frames gathered from the buffers by indexing and by index_select; 8 float frames to
+  channels-last bf16 in one converting copy and in two;
 - with --compile: torch.compile (Inductor, default mode) of the policy's step and of the learner's
   unroll: the first call's seconds (the compilation) and the compiled timings.
 """
@@ -40,6 +42,29 @@ def timed(call, reps: int, warmup: int = 3) -> float:
         call()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def copies(obs_shape) -> None:
+    """Two copies of a policy pass, 1 thread: gathering 8 envs' frames from a buffer of 64 slots x 33
+    steps by indexing [slots, ts] and by index_select on the flat view (Inference._rows); and 8
+    normalised float32 frames to channels-last bf16 in one converting copy and in two (the dtype on
+    the contiguous layout, then the layout: RunningNorm.images)."""
+    import torch
+
+    torch.set_num_threads(1)
+    buf = torch.randint(0, 256, (64, 33, *obs_shape), dtype=torch.uint8)
+    flat = buf.view(64 * 33, *obs_shape)
+    slots, ts = torch.arange(3, 64, 8), torch.full((8,), 5)
+    indexed = timed(lambda: buf[slots, ts], 300)
+    selected = timed(lambda: flat.index_select(0, slots * 33 + ts), 300)
+    print(f"gather 8 frames (1 thread): indexing {indexed * 1e6:.0f} us, index_select {selected * 1e6:.0f} us",
+          flush=True)
+    y = torch.rand(8, *obs_shape) * 4
+    cl, bf16 = torch.channels_last, torch.bfloat16
+    one = timed(lambda: y.to(bf16, memory_format=cl), 300)
+    two = timed(lambda: y.to(bf16).contiguous(memory_format=cl), 300)
+    print(f"8 float frames to channels-last bf16 (1 thread): one copy {one * 1e6:.0f} us, dtype then layout "
+          f"{two * 1e6:.0f} us", flush=True)
 
 
 def products(packed_weights) -> None:
@@ -130,6 +155,7 @@ def main() -> None:
     print(f"learner step, 32 x 32 samples (2 threads, bf16): {step * 1e3:.0f} ms", flush=True)
 
     products(packed_weights)
+    copies(spec.obs_shape)
 
     if not args.compile:
         return

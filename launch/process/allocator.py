@@ -3,10 +3,10 @@
 glibc's malloc serves every allocation above its mmap threshold (at most 32 MB) with a new mapping
 and returns it to the kernel when freed, so each learner step's big tensors (a VizDoom batch's
 frames in bf16 are 58 MB, the first convolution's output 36 MB) are faulted in page by page
-again: 49,000 minor faults a step on doom_basic, a sixth of its time on the Xeon VM. tcmalloc
-keeps freed memory for the next step: no faults, the step alone 494-557 -> 418-429 ms (1 thread),
-the node's training 1.16x (docs/benchmarks.md). jemalloc's defaults return pages too (60,000
-faults a step, no faster). This is the allocator Intel's PyTorch CPU guide and its launcher preload.
+again: 49,000-50,000 minor faults a step on doom_basic, a fifth of its time on the Xeon VM.
+tcmalloc keeps freed memory for the next step: 35 faults, the step alone 474-475 -> 373-393 ms (1
+thread; benchmarks/learner_step_faults.py), the node's training 1.10x (docs/benchmarks.md).
+jemalloc's defaults return pages too (60,000 faults a step, no faster).
 
 A library has to be preloaded before the process starts, so an entry point (`python -m
 launch.train`, `launch.bench`, `launch.limit`, `launch.node`) calls `preload_tcmalloc()` before it
