@@ -46,3 +46,36 @@ def test_nothing_starts_again_where_tcmalloc_is_refused_missing_or_already_there
     monkeypatch.setattr(allocator, "tcmalloc_library", lambda: None)
     preload_tcmalloc({"PATH": "/bin"}, execve=record)
     assert len(calls) == 1
+
+
+def test_a_slurm_job_gets_the_environment_without_tcmalloc_and_preloads_its_nodes_own(tmp_path):
+    """launcher=slurm: sbatch exports the environment, so the submitting host's tcmalloc would be preloaded
+    on nodes that may not have it (the loader's "cannot be preloaded" in every task's log); the job script
+    preloads the one its node has instead (tests/test_slurm.py runs it in a real job)."""
+    env = {"LD_PRELOAD": "/login/libtcmalloc_minimal.so.4:libm.so.6", "PATH": "/bin"}
+    with allocator.submitting_without_tcmalloc(env):
+        assert env["LD_PRELOAD"] == "libm.so.6"  # what sbatch exports: the user's other libraries only
+    assert env["LD_PRELOAD"] == "/login/libtcmalloc_minimal.so.4:libm.so.6"
+    alone = {"LD_PRELOAD": "/login/libtcmalloc_minimal.so.4"}
+    with allocator.submitting_without_tcmalloc(alone):
+        assert "LD_PRELOAD" not in alone
+    assert alone == {"LD_PRELOAD": "/login/libtcmalloc_minimal.so.4"}
+
+    node_lib = tmp_path / "libtcmalloc_minimal.so.4"  # where this node has it: the submitting host's path
+    node_lib.write_bytes(b"")
+    line = allocator.job_preload_line({"LD_PRELOAD": f"{node_lib}:libm.so.6"})
+
+    def on_node(**env):  # the job script's line on a node, then its LD_PRELOAD
+        out = subprocess.run(["bash", "-c", f'{line}\necho "LD_PRELOAD=${{LD_PRELOAD:-}}"'],
+                             env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True, check=True)
+        return out.stdout.strip()
+
+    assert on_node(LD_PRELOAD="libm.so.6") == f"LD_PRELOAD={node_lib}:libm.so.6"
+    assert on_node() == f"LD_PRELOAD={node_lib}"
+    assert on_node(DISTRL_MALLOC="system") == "LD_PRELOAD="
+    assert on_node(LD_PRELOAD="/x/libtcmalloc_minimal.so.4") == "LD_PRELOAD=/x/libtcmalloc_minimal.so.4"
+    node_lib.unlink()  # a node without it (and none at Debian's paths, where this machine has none)
+    if tcmalloc_library() is None or not tcmalloc_library().startswith("/"):
+        assert on_node(LD_PRELOAD="libm.so.6") == "LD_PRELOAD=libm.so.6"
+    else:  # this machine's own, at one of Debian's paths
+        assert on_node(LD_PRELOAD="libm.so.6") == f"LD_PRELOAD={tcmalloc_library()}:libm.so.6"

@@ -18,6 +18,7 @@ import pytest
 from helpers import ROOT, missing_dependency
 from slurm_cluster import LocalSlurm, unavailable
 
+from launch.process.allocator import tcmalloc_library
 from launch.spawn import hosts
 from nodes.errors import ConfigError
 
@@ -147,7 +148,10 @@ def test_two_node_job_waits_streams_and_completes(slurm, tmp_path):
                               "launcher.wait=true", "env.id=tests.envs:CrashAfter-v0", "train.max_env_frames=100000"],
                              cwd=ROOT, env=slurm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     t0 = time.time()
-    proc = launch(slurm.env, f"hydra.run.dir={run_dir}", *TINY, *SLURM, "launcher.wait=true",
+    # submitted from a host whose tcmalloc is where the nodes have none: the job does not inherit it
+    # (the loader's "cannot be preloaded" in every task), its nodes preload their own (allocator.py)
+    login = dict(slurm.env, LD_PRELOAD="/login-only/libtcmalloc_minimal.so.4")
+    proc = launch(login, f"hydra.run.dir={run_dir}", *TINY, *SLURM, "launcher.wait=true",
                   "train.max_env_frames=2048")
     took = time.time() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -157,9 +161,12 @@ def test_two_node_job_waits_streams_and_completes(slurm, tmp_path):
     assert "run finished" in proc.stdout  # rank 0's log, streamed
     assert f"Slurm job {job} ended COMPLETED" in proc.stdout
     assert slurm.final_state(job) == "COMPLETED", task_logs(run_dir, job)
-    assert_node_run(run_dir)
+    s = assert_node_run(run_dir)
     # submitit's files: one batch script, one stdout per task
     assert len(glob.glob(os.path.join(run_dir, "slurm", f"{job}_*_log.out"))) == 2
+    task_files = glob.glob(os.path.join(run_dir, "slurm", f"{job}_*_log.*"))
+    assert task_files and not [f for f in task_files if "cannot be preloaded" in open(f, errors="replace").read()]
+    assert s["allocator"] == ("tcmalloc" if tcmalloc_library() else "system")
     print(f"2-node Slurm job: {took:.1f} s from command to result")
 
     out = crash.communicate(timeout=180)[0]

@@ -15,11 +15,18 @@ what torchrun, srun and Slurm's signals track) with LD_PRELOAD naming tcmalloc, 
 process the node starts inherits. Nothing happens where tcmalloc is not installed (./setup.sh and
 the Dockerfile install it: Debian's libtcmalloc-minimal4), where it is already preloaded, or with
 DISTRL_MALLOC=system (glibc's malloc, as before).
+
+A Slurm job (launcher=slurm) runs on nodes whose libraries may not be the submitting host's: sbatch
+gets the environment without tcmalloc (`submitting_without_tcmalloc`), and the job script preloads
+the one its node has, if any (`job_preload_line`), so a node without it neither loses glibc's malloc
+nor prints the loader's "cannot be preloaded" in every task's log.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes.util
 import os
+import shlex
 import sys
 
 OPT_OUT = "DISTRL_MALLOC"  # =system: keep glibc's malloc
@@ -50,3 +57,43 @@ def preload_tcmalloc(env: dict | None = None, execve=os.execve) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], new_env)
+
+
+def _entries(preload: str) -> list[str]:
+    return [p for p in preload.replace(" ", ":").split(":") if p]
+
+
+def without_tcmalloc(preload: str) -> str:
+    """LD_PRELOAD's value with every tcmalloc entry taken out (the user's other libraries kept)."""
+    return ":".join(p for p in _entries(preload) if LIBRARY not in p)
+
+
+@contextlib.contextmanager
+def submitting_without_tcmalloc(env=None):
+    """While a job is submitted: the environment that sbatch exports to it without tcmalloc in
+    LD_PRELOAD (restored after), so that the job's node, not this host, decides: job_preload_line."""
+    env = os.environ if env is None else env
+    before = env.get("LD_PRELOAD")
+    if before is not None:
+        rest = without_tcmalloc(before)
+        if rest:
+            env["LD_PRELOAD"] = rest
+        else:
+            del env["LD_PRELOAD"]
+    try:
+        yield
+    finally:
+        if before is not None:
+            env["LD_PRELOAD"] = before
+
+
+def job_preload_line(env=None) -> str:
+    """A line of a job's shell script that preloads the first tcmalloc its node has: the one this
+    host preloads, else Debian's paths; nothing on a node without one, where LD_PRELOAD already
+    names one, or with DISTRL_MALLOC=system (read on the node: sbatch exports the environment)."""
+    env = os.environ if env is None else env
+    ours = [p for p in _entries(env.get("LD_PRELOAD", "")) if LIBRARY in p and p.startswith("/")]
+    paths = " ".join(shlex.quote(p) for p in dict.fromkeys([*ours, *KNOWN_PATHS]))
+    return (f'if [ "${{{OPT_OUT}:-}}" != system ]; then case "${{LD_PRELOAD:-}}" in *{LIBRARY}*) ;; *) '
+            f'for f in {paths}; do if [ -e "$f" ]; then export LD_PRELOAD="$f${{LD_PRELOAD:+:$LD_PRELOAD}}"; '
+            'break; fi; done ;; esac; fi')

@@ -6,6 +6,7 @@ import io
 import os
 import signal
 
+from launch.process.allocator import job_preload_line, submitting_without_tcmalloc
 from launch.slurm.checks import preempt_signal, resources, sbatch_options
 from launch.slurm.tasks import SlurmArrayTask, SlurmTask
 from launch.slurm.wait import Submitted
@@ -30,7 +31,8 @@ def submit(cfg: Config) -> list[Submitted]:
         reset(cfg.run_dir)  # a new launch: the last one's generations are forgotten (a requeue keeps them)
     try:
         executor.update_parameters(**params)
-        with contextlib.redirect_stderr(io.StringIO()):  # submitit echoes sbatch's stderr: one line below
+        # submitit echoes sbatch's stderr (one line below); the job's nodes choose their own allocator
+        with contextlib.redirect_stderr(io.StringIO()), submitting_without_tcmalloc():
             if c.array:
                 with executor.batch():
                     jobs = [executor.submit(SlurmArrayTask(cfg.run_dir)) for _ in range(cfg.nodes)]
@@ -56,7 +58,8 @@ def _parameters(cfg: Config) -> dict:
         # requeue: the job requeues itself on the signal (some clusters default to JobRequeue=0);
         # signal: ours, not submitit's default (submitit's own handler gets the same name below)
         additional_parameters={"requeue": True, "signal": f"{sig}@{c.signal_delay_s}", **sbatch_options(c.sbatch)},
-        setup=[f"export SUBMITIT_PREEMPT_SIGNAL={sig}", *c.setup],
+        # tcmalloc where the node has it (launch/process/allocator.py), before the user's own lines
+        setup=[f"export SUBMITIT_PREEMPT_SIGNAL={sig}", job_preload_line(), *c.setup],
     )
     r = resources(cfg)
     optional = dict(partition=c.partition, account=c.account, qos=c.qos, constraint=c.constraint,
