@@ -107,3 +107,14 @@ def test_humanoid_trains_with_its_own_lr_over_the_mujoco_preset():
     assert dataclasses.replace(humanoid.algo, lr=cheetah.algo.lr) == cheetah.algo
     assert humanoid.sampler == cheetah.sampler
     assert compose("env=mujoco_humanoid", "algo.lr=0.003").algo.lr == 0.003
+
+
+def test_defend_the_center_starts_from_sample_factorys_init_and_the_command_line_still_wins():
+    """env=doom_defend_the_center: presets/doom_defend_the_center.yaml's model.init (with any model);
+    the other VizDoom scenarios keep the schema's."""
+    own = raw("presets", "doom_defend_the_center")["model"]["init"]
+    dtc, basic = compose("env=doom_defend_the_center"), compose("env=doom_health_gathering_supreme")
+    assert dtc.model.init == own != basic.model.init == Config().model.init
+    assert dataclasses.replace(dtc.model, init=basic.model.init) == basic.model
+    assert compose("env=doom_defend_the_center", "model=full").model.init == own
+    assert compose("env=doom_defend_the_center", "model.init=orthogonal").model.init == "orthogonal"

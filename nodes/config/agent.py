@@ -122,9 +122,10 @@ class ModelConfig:
     # gait, so model=feedforward keeps orthogonal; docs/environments.md#mujoco) |
     # orthogonal_heads: the actor and critic orthogonal, the encoder's weights PyTorch's with zero
     # biases, the core PyTorch's (what Sample Factory 2.1.1's orthogonal init does in effect: its
-    # TorchScript encoder escapes it). On defend_the_center 2 of 4 seeds took off by 3M against 1
-    # of 4, on health_gathering_supreme both seeds ended lower than at orthogonal (still above
-    # Sample Factory's): not the default (docs/environments.md#defend_the_center-the-initialisation)
+    # TorchScript encoder escapes it). env=doom_defend_the_center's (presets/): 4 of 6 seeds took off
+    # by 3M against 1 of 6 at orthogonal; on health_gathering_supreme both seeds ended lower than at
+    # orthogonal (still above Sample Factory's), so not the family's default
+    # (docs/environments.md#defend_the_center-the-initialisation)
     init: str = "orthogonal"
     # fully connected layers of fc_size after the conv or IMPALA encoder (Sample Factory 2's conv
     # encoder has one, encoder_conv_mlp_layers=[512]: its encoder_mlp_layers=[512, 512] is the MLP
