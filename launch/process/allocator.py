@@ -18,8 +18,9 @@ DISTRL_MALLOC=system (glibc's malloc, as before).
 
 A Slurm job (launcher=slurm) runs on nodes whose libraries may not be the submitting host's: sbatch
 gets the environment without tcmalloc (`submitting_without_tcmalloc`), and the job script preloads
-the one its node has, if any (`job_preload_line`), so a node without it neither loses glibc's malloc
-nor prints the loader's "cannot be preloaded" in every task's log.
+the one its node has, if any (`job_preload_line`), so a node without it runs on glibc's malloc without
+the loader's line in every task's log (docs/troubleshooting.md quotes it):
+    ERROR: ld.so: object '<library>' from LD_PRELOAD cannot be preloaded (cannot open shared object file): ignored.
 """
 from __future__ import annotations
 
