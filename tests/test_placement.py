@@ -13,6 +13,7 @@ from nodes.sampling.placement import (
     place,
     plan_processes,
     ranks_per_host,
+    worker_cpus,
 )
 from tests.helpers import compose
 
@@ -107,6 +108,48 @@ def test_place_solo_ignores_the_allocations_task_count():
     cfg = compose()
     p = place(cfg, {"SLURM_TASKS_PER_NODE": "4", "SLURM_LOCALID": "2"}, 0, [0, 1, 2, 3], solo=True)
     assert (p.device, p.num_workers, p.worker_cores, p.learner_threads) == ("cpu", 2, [0, 1, 2, 3], 1)
+
+
+def test_rollout_workers_are_pinned_only_where_the_learner_keeps_off_their_cores():
+    """sampler.pin_workers=auto: a CPU node's rollout workers share their cores with the learner and
+    the policy worker, and one pinned to a core waits there while the other idles, so they may run
+    on any core of the rank's share; a GPU rank whose learner and policy workers keep cores of
+    their own pins each worker to one core. true and false are kept as given."""
+    def pinned(*overrides, device="cpu", cores=range(4)):
+        cfg = compose(f"train.device={device}", "sampler.num_workers=auto", *overrides)
+        p = place(cfg, {}, visible_gpus=1 if device == "cuda" else 0, affinity=cores, solo=True)
+        return p.pin_workers, [worker_cpus(p.pin_workers, p.worker_cores, w) for w in range(p.num_workers)]
+
+    assert pinned() == (False, [{0, 1, 2, 3}] * 2)  # the default: auto
+    assert pinned(device="cuda", cores=range(6)) == (True, [{2}, {3}, {4}, {5}])  # learner + policy on 0, 1
+    assert pinned(device="cuda", cores=range(2))[0] is False  # too few cores to keep any apart
+    assert pinned("sampler.pin_workers=true") == (True, [{0}, {1}])
+    assert pinned("sampler.pin_workers=false", device="cuda", cores=range(6)) == (False, [{2, 3, 4, 5}] * 4)
+    # the one-line refusal, before any process starts
+    with pytest.raises(ConfigError, match="sampler.pin_workers must be auto, true or false, got 'yes'"):
+        from nodes.config.validate import validate
+        validate(compose("sampler.pin_workers=yes"))
+
+
+def test_a_worker_runs_on_the_cores_it_was_given():
+    """boot_worker (every worker's first step) applies the affinity WorkerPool chose."""
+    import multiprocessing
+    import os
+
+    from nodes.sampling.processes import boot_worker
+
+    def child(cpus, out):
+        boot_worker(os.getpgid(0), cpus, gpu=False)
+        out.put(sorted(os.sched_getaffinity(0)))
+
+    mine = sorted(os.sched_getaffinity(0))
+    ctx = multiprocessing.get_context("fork")
+    for cpus, expected in (({mine[-1]}, [mine[-1]]), (set(mine), mine)):
+        out = ctx.Queue()
+        p = ctx.Process(target=child, args=(cpus, out))
+        p.start()
+        assert out.get(timeout=30) == expected
+        p.join(30)
 
 
 def test_policy_device_defaults_to_the_learners():

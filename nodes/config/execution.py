@@ -19,8 +19,8 @@ class SamplerConfig:
     # rollout while the learner learns on the last one, with the policy one update older; on a
     # CPU a run is bit-for-bit reproducible for its seed, whatever the layout of the same envs)
     mode: str = "async"
-    # rollout worker processes, each pinned to a core; auto: every core of this rank's share left
-    # after the learner and the policy workers (nodes.sampling.placement)
+    # rollout worker processes (on which cores: pin_workers); auto: every core of this rank's share
+    # left after the learner and the policy workers (nodes.sampling.placement)
     num_workers: Any = 2
     envs_per_worker: int = 8  # envs each rollout worker steps (two groups of half when double_buffered)
     double_buffered: bool = True  # two env groups per worker alternate between stepping and inference
@@ -28,7 +28,12 @@ class SamplerConfig:
     policy_device: str = ""  # where the policy workers run: cpu | cuda | cuda:N; "" = train.device
     rollout: int = 32  # trajectory length T (also the BPTT length)
     batch_size: int = 1024  # samples per learner step; a multiple of `rollout`
-    pin_workers: bool = True  # pin rollout worker i to core (pin_offset + i) % ncores
+    # true: rollout worker i runs on core (pin_offset + i) % ncores of its cores alone; false: the
+    # rollout workers may run on any of their cores (the rank's share, less the cores a GPU rank
+    # keeps for its learner and policy workers); auto: true where the learner and policy workers
+    # have cores of their own, false where they share the workers' cores (a CPU node): pinned
+    # there, a worker waited for its one core while the other idled (nodes.sampling.placement)
+    pin_workers: Any = "auto"
     pin_offset: int = 0  # start pinning at this core of the rank's share (ranks of one host get disjoint shares)
     # trajectory buffers in shared memory (async only; sync and deterministic have 1 and 2 per env);
     # 0 = one per env + one batch, the fewest that cannot deadlock (more only add policy lag)

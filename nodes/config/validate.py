@@ -57,6 +57,8 @@ def _validate_sampler(cfg: Any) -> int:
     need(auto_workers or (isinstance(s.num_workers, int) and not isinstance(s.num_workers, bool)
                           and s.num_workers >= 1),
          f"sampler.num_workers must be an integer >= 1 or auto, got {s.num_workers!r}")
+    need(s.pin_workers == "auto" or isinstance(s.pin_workers, bool),
+         f"sampler.pin_workers must be auto, true or false, got {s.pin_workers!r}")
     need(s.envs_per_worker >= 1, f"sampler.envs_per_worker must be >= 1, got {s.envs_per_worker}")
     need(not s.double_buffered or s.envs_per_worker % 2 == 0,
          "sampler.envs_per_worker must be even with sampler.double_buffered=true (two equal groups), "

@@ -40,9 +40,10 @@ class Placement:
     device: str  # the learner's device: cpu or cuda:N
     policy_device: str  # the policy workers' device
     num_workers: int  # rollout workers (sampler.num_workers=auto resolved)
-    worker_cores: list[int]  # rollout worker w is pinned to worker_cores[w % len]
+    worker_cores: list[int]  # the rollout workers' cores: worker w's alone when pinned, worker_cores[w % len]
     learner_threads: int
     precision: str = "fp32"  # fp32 | bf16 (train.precision=auto resolved)
+    pin_workers: bool = True  # sampler.pin_workers=auto resolved (pin_rollout_workers)
 
 
 def expand_tasks_per_node(value: str) -> list[int]:
@@ -188,6 +189,24 @@ def has_fast_bf16(device: str) -> bool:
         return False
 
 
+def pin_rollout_workers(pin: bool | str, cores: Sequence[int], worker_cores: Sequence[int]) -> bool:
+    """sampler.pin_workers for a rank with these `cores` whose rollout workers get `worker_cores`:
+    auto pins each worker to one core only where the learner and policy workers keep off the
+    workers' cores (a GPU rank with cores to spare). Where they share them (a CPU node), a worker
+    pinned to one core waits there behind the learner while the other core idles: unpinned,
+    doom_basic on the 2-core VM trained 4 % faster (5,699 against 5,480 env frames/s, means of five
+    alternated runs each, 2026-11-30), defend_the_center and Breakout no slower (docs/benchmarks.md)."""
+    if pin != "auto":
+        return bool(pin)
+    return len(worker_cores) < len(cores)
+
+
+def worker_cpus(pin: bool | str, worker_cores: Sequence[int], w: int) -> set[int]:
+    """The cores rollout worker w may run on: its own one when pinned (sampler.pin_workers=true,
+    round-robin over worker_cores), else any of worker_cores (false, and auto not yet resolved)."""
+    return {worker_cores[w % len(worker_cores)]} if pin is True else set(worker_cores)
+
+
 def place(cfg, env: Mapping[str, str], visible_gpus: int, affinity: Sequence[int], solo: bool,
           bf16_fast: Callable[[str], bool] = lambda device: False) -> Placement:
     """Everything above for one rank of `cfg` (solo: the single-node fallback, alone on its host
@@ -208,7 +227,8 @@ def place(cfg, env: Mapping[str, str], visible_gpus: int, affinity: Sequence[int
     if not worker_cores:
         raise ConfigError(f"no CPU core left for rollout workers on {where(env)}")
     precision = choose_precision(cfg.train.precision, sorted({device, policy}), bf16_fast)
-    return Placement(device, policy, workers, worker_cores, threads, precision)
+    pin = pin_rollout_workers(cfg.sampler.pin_workers, cores, worker_cores)
+    return Placement(device, policy, workers, worker_cores, threads, precision, pin)
 
 
 def here(cfg, solo: bool) -> Placement:
@@ -224,7 +244,7 @@ def apply(cfg, p: Placement) -> None:
     """Write the placement into the rank's config: its worker processes read it from there."""
     cfg.train.device, cfg.sampler.policy_device = p.device, p.policy_device
     cfg.sampler.num_workers, cfg.train.learner_threads = p.num_workers, p.learner_threads
-    cfg.train.precision = p.precision
+    cfg.train.precision, cfg.sampler.pin_workers = p.precision, p.pin_workers
 
 
 def use_device(device: str) -> None:

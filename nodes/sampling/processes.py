@@ -47,6 +47,7 @@ from nodes.errors import Stopped, WorkerFailed
 from nodes.run.signals import StopSignals
 from nodes.sampling.buffers import Control, allocate
 from nodes.sampling.fork_server import ensure_fork_server, start_context
+from nodes.sampling.placement import worker_cpus
 from nodes.sampling.policy_worker import run_policy_worker
 from nodes.sampling.rollout_worker import run_rollout_worker
 from nodes.sampling.weights import SharedWeights
@@ -102,7 +103,7 @@ class Channels:
 warnings.filterwarnings("ignore", message=r".*found in sys\.modules after import of package", category=RuntimeWarning)
 
 
-def boot_worker(pgid: int, cpu: int | None, gpu: bool = True) -> None:
+def boot_worker(pgid: int, cpus: set[int] | None, gpu: bool = True) -> None:
     with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:  # parent died before we could ask to follow it
@@ -114,15 +115,15 @@ def boot_worker(pgid: int, cpu: int | None, gpu: bool = True) -> None:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""
     import torch
     torch.set_num_threads(1)
-    if cpu is not None:
-        os.sched_setaffinity(0, {cpu})
+    if cpus:
+        os.sched_setaffinity(0, cpus)
 
 
-def _entry(fn, who: str, pgid: int, cpu: int | None, gpu: bool, reports, args, env: dict, cwd: str) -> None:
+def _entry(fn, who: str, pgid: int, cpus: set[int] | None, gpu: bool, reports, args, env: dict, cwd: str) -> None:
     os.environ.clear()  # the main process's environment at this worker's start, not the server's
     os.environ.update(env)
     os.chdir(cwd)
-    boot_worker(pgid, cpu, gpu)
+    boot_worker(pgid, cpus, gpu)
     try:
         fn(*args)
     except SystemExit:  # a worker leaving its loop because the node is stopping
@@ -133,10 +134,11 @@ def _entry(fn, who: str, pgid: int, cpu: int | None, gpu: bool, reports, args, e
         os._exit(1)
 
 
-def spawn(fn, who: str, pgid: int, cpu: int | None, reports, *args, gpu: bool = True) -> mp.Process:
-    """Start fn(*args) in a worker (who: its name in reports); gpu=False hides the GPUs from it."""
+def spawn(fn, who: str, pgid: int, cpus: set[int] | None, reports, *args, gpu: bool = True) -> mp.Process:
+    """Start fn(*args) in a worker (who: its name in reports) on `cpus` (None: wherever this process
+    may run); gpu=False hides the GPUs from it."""
     ctx = start_context()
-    p = ctx.Process(target=_entry, args=(fn, who, pgid, cpu, gpu, reports, args, dict(os.environ), os.getcwd()),
+    p = ctx.Process(target=_entry, args=(fn, who, pgid, cpus, gpu, reports, args, dict(os.environ), os.getcwd()),
                     name=who, daemon=True)
     p.start()
     return p
@@ -147,10 +149,10 @@ class WorkerPool:
     trajectory buffers, the weights hand-off, the control block, the janitor.
 
     start_version: the learner's version (the envs' and the action draws' streams depend on it).
-    `start(phase)` starts policy workers (not for "simulate") and rollout workers, pinned one per
-    core, and returns once each has reported ready; `poll()` takes the workers' reports (episodes
-    go to `on_episode`, an error report raises WorkerFailed); `check_alive()` raises WorkerFailed
-    when a worker died; `stop()` stops them all, in order, and the janitor last.
+    `start(phase)` starts policy workers (not for "simulate") and rollout workers (on their cores:
+    sampler.pin_workers), and returns once each has reported ready; `poll()` takes the workers'
+    reports (episodes go to `on_episode`, an error report raises WorkerFailed); `check_alive()`
+    raises WorkerFailed when a worker died; `stop()` stops them all, in order, and the janitor last.
     """
 
     def __init__(self, cfg, rank: int, spec, models: list, signals: StopSignals,
@@ -161,7 +163,7 @@ class WorkerPool:
         (Control.shaping)."""
         s = cfg.sampler
         self.cfg, self.rank, self.spec, self.signals, self.on_episode = cfg, rank, spec, signals, on_episode
-        self.worker_cores = worker_cores  # rollout worker w runs on worker_cores[w % len] (pinned)
+        self.worker_cores = worker_cores  # the rollout workers' cores (worker w's alone, w % len, when pinned)
         self.restarts = 0  # matches between agents restarted after an engine died or hung
         self.control = Control.create(s.num_workers, start_version, s.num_policy_workers, shaping)
         learners = cfg.population.size  # the members with trajectory queues and batches
@@ -192,8 +194,8 @@ class WorkerPool:
                         ch.free_slots.put_many(list(range(self.buffers.num_slots)))
                 cores = self.worker_cores
                 for w in range(s.num_workers):
-                    cpu = cores[w % len(cores)] if s.pin_workers else None
-                    self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid, cpu, ch.reports,
+                    self.procs.append(spawn(run_rollout_worker, f"rollout worker {w}", pgid,
+                                            worker_cpus(s.pin_workers, cores, w), ch.reports,
                                             cfg, self.rank, w, self.buffers, ch, self.control,
                                             phase == "simulate", gpu=False))
         deadline = time.time() + timeout_s
