@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-time set-up on a fresh machine (Python 3.10+), idempotent:
+# One-time set-up on a fresh machine (Python 3.11+), idempotent:
 # 1. torch 2.13.0, unless installed: where no NVIDIA GPU is found, the CPU build from PyTorch's CPU
 #    index (PyPI's Linux wheel is the CUDA build, which pulls several GB of CUDA packages), and
 #    where that index is out of reach, torch from the usual index (PyPI: the CUDA build);

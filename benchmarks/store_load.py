@@ -97,7 +97,7 @@ def _rank(rank: int, size: int, port: int, seconds: float, root: str, out: str, 
     # the rank's side of DistPeers' ready counter, run by DistPeers' own methods (of the checkout)
     peer = types.SimpleNamespace(
         rank=rank, world_size=size, keys=Counting(dist.PrefixStore(liveness.PREFIX, store), tally, "ready"),
-        _ready_needed=max(1, math.ceil(ready_frac * size)), _last_poll=0.0, _last_ready=False,
+        _ready_needed=max(1, math.ceil(ready_frac * size)), _last_poll=0.0, _last_ready=False, _last_version=None,
         _guard=lambda what, fn, *args: fn(*args))
     if hasattr(dist_peers, "READY_POLL_MAX_S"):  # the gap DistPeers._connect sets (since 2026-11-29)
         peer._poll_gap = min(dist_peers.READY_POLL_S * math.ceil(size / 8), dist_peers.READY_POLL_MAX_S)

@@ -1,7 +1,7 @@
 """Your own environment: a gymnasium env written here, trained through the Python API.
 
     python examples/own_env.py                          # trains Catch for 200k frames (~1 min on 2 cores)
-    python examples/own_env.py train.max_env_frames=1e6 sampler.num_workers=4
+    python examples/own_env.py train.max_env_frames=1e6 sampler.num_workers=4   # the command line's overrides
 
 Catch (bsuite's): a ball falls down a 10x5 screen, the paddle on the bottom row moves left, stays
 or moves right; +1 for a catch, -1 for a miss, one ball per episode. Its observation is a Dict of
@@ -11,6 +11,7 @@ one's own: each key gets its own encoder (the screen, too small for the conv sta
 Copy this file and change the env: any gymnasium.Env works (docs/your-environment.md). The
 function the run makes envs with (make_catch) is named by this file, and every worker imports
 this file as a module to find it: whatever trains must stay under `if __name__ == "__main__":`.
+Bad input is refused in one line with exit code 2, as on the command line (api.command_line_refusals).
 """
 import sys
 
@@ -59,9 +60,10 @@ def make_catch(rows: int = ROWS) -> gym.Env:
 if __name__ == "__main__":
     from launch import api
 
-    cfg = api.config("env=gym", "train.max_env_frames=200000", "sampler.num_workers=2", "sampler.envs_per_worker=8",
-                     *sys.argv[1:], env_make=make_catch)
-    summary = api.train(cfg, run_dir="runs/catch")
+    with api.command_line_refusals():  # bad input: one line and exit code 2, as on the command line
+        cfg = api.config("env=gym", "train.max_env_frames=200000", "sampler.num_workers=2",
+                         "sampler.envs_per_worker=8", *sys.argv[1:], env_make=make_catch)
+        summary = api.train(cfg, run_dir="runs/catch")
     print(f"trained {summary['env_frames']:,} frames: mean episode reward {summary['mean_episode_reward']:.2f} "
           "(a random paddle: about -0.6, a perfect one: 1)")
     result = api.evaluate("runs/catch", episodes=20)

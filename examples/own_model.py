@@ -38,8 +38,9 @@ class CatchEncoder(nn.Module):
 if __name__ == "__main__":
     from launch import api
 
-    cfg = api.config("env=gym", "train.max_env_frames=200000", "sampler.num_workers=2", "sampler.envs_per_worker=8",
-                     *sys.argv[1:], env_make=make_catch, model_encoder=CatchEncoder)
-    summary = api.train(cfg, run_dir="runs/catch_own_model")
+    with api.command_line_refusals():  # bad input: one line and exit code 2, as on the command line
+        cfg = api.config("env=gym", "train.max_env_frames=200000", "sampler.num_workers=2",
+                         "sampler.envs_per_worker=8", *sys.argv[1:], env_make=make_catch, model_encoder=CatchEncoder)
+        summary = api.train(cfg, run_dir="runs/catch_own_model")
     print(f"trained {summary['env_frames']:,} frames with {cfg.model.encoder}: mean episode reward "
           f"{summary['mean_episode_reward']:.2f} (a random paddle: about -0.6, a perfect one: 1)")

@@ -9,8 +9,9 @@ config (docs/python-api.md).
 
 `config` composes conf/config.yaml with Hydra's override grammar (the command line's); `env_make=`
 and `model_encoder=` take your own function and nn.Module class as objects. The run is the
-command line's single-node run (nodes=N: N processes on this machine); bad input raises
-ConfigError (one line) before any process starts.
+command line's single-node run (nodes=N: N processes on this machine), its log lines on stdout as
+the command line prints them (quiet=True: its warnings only); bad input raises ConfigError (one
+line, the command line's) before any process starts, and so does a run its node refuses.
 
 Your env factory and encoder class must be importable by every process of the run: the workers
 import them by name. A function or class defined in the script you run (module `__main__`) is
@@ -21,10 +22,13 @@ functions have no file to import from: put them in a .py module beside it.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import json
 import os
 import sys
+import time
 from typing import Any
 
 from nodes.config.schema import Config
@@ -72,15 +76,37 @@ def import_path(obj, what: str) -> str:
         if spec_name:  # python -m pkg.script: workers import it by that name (its relative imports hold)
             return f"{spec_name}:{name}"
         path = getattr(main, "__file__", None)
-        if not path:
-            raise ConfigError(f"{what}: {name} is defined in a notebook or an interactive session, which the "
-                              "workers cannot import: put it in a .py module beside it")
+        if not path or not os.path.isfile(path):  # python - names its script '<stdin>'
+            raise ConfigError(f"{what}: {name} is defined in {_fileless(path)}")
         module = os.path.splitext(os.path.basename(path))[0]
         if not module.isidentifier():
             raise ConfigError(f"{what}: the script {os.path.basename(path)} is not a module name workers could "
                               "import (letters, digits, _): rename it")
         _on_path(os.path.dirname(os.path.abspath(path)))
     return f"{module}:{name}"
+
+
+def _fileless(path: str | None) -> str:
+    """A main module without a file, in words, and what to do."""
+    if path == "<stdin>":
+        where, fix = "a script read from standard input (python -)", "save the script as a .py file"
+    elif sys.argv[:1] == ["-c"]:
+        where, fix = "a python -c command", "put it in a .py module"
+    else:
+        where, fix = "a notebook or an interactive session", "put it in a .py module beside it"
+    return f"{where}, which the workers cannot import: {fix}"
+
+
+@contextlib.contextmanager
+def command_line_refusals():
+    """For a script that takes overrides on its command line (examples/own_env.py): a ConfigError
+    in the block (bad input, refused) ends it as python -m launch.train refuses bad input, with the
+    one line `error: ...` on stderr and exit code 2, not a traceback."""
+    from launch.process.exits import refuse
+    try:
+        yield
+    except ConfigError as exc:
+        refuse(str(exc))
 
 
 def _on_path(directory: str) -> None:
@@ -100,13 +126,14 @@ def _cfg(cfg: Config | list | tuple | str) -> Config:
     return cfg
 
 
-def train(cfg: Config | list[str], run_dir: str) -> dict[str, Any]:
+def train(cfg: Config | list[str], run_dir: str, quiet: bool = False) -> dict[str, Any]:
     """Train as `python -m launch.train` does (one node in this process; nodes=N: N processes on this
-    machine) into run_dir (an existing run there resumes); returns its summary.json. Raises
-    ConfigError (bad input, before anything starts) or RuntimeError (the run failed: its log).
-    `cfg` is not changed (the run trains on a copy)."""
+    machine) into run_dir (an existing run there resumes); returns its summary.json. Its log lines
+    show on stdout as the command line shows them (quiet: its warnings and errors only; all go to
+    run_dir/train.log). Raises ConfigError (bad input; a run its node refuses: the refusal's line)
+    or RuntimeError (the run failed: its log). `cfg` is not changed (the run trains on a copy)."""
     from launch.cli.app import check
-    from launch.process.logs import run_log
+    from launch.process.logs import console_log, run_log
     from launch.process.resolved import write_resolved
     from launch.spawn.driver import run_node
     cfg = copy.deepcopy(_cfg(cfg))
@@ -115,26 +142,84 @@ def train(cfg: Config | list[str], run_dir: str) -> dict[str, Any]:
                           "(python -m launch.train ...)")
     cfg.run_dir = os.path.abspath(run_dir)
     check(cfg)
-    write_resolved(cfg)
-    if cfg.nodes > 1:
-        from launch.spawn.local import spawn_nodes
-        code = spawn_nodes(cfg)
-    else:
-        with run_log(cfg.run_dir):  # the caller's logging as it was, after
-            code = run_node(cfg, last=False)
-    summary = _summary(cfg.run_dir)
+    replaced = write_resolved(cfg)  # put back if a node refuses the run (a checkpoint that does not fit)
+    started = time.time()
+    with console_log(quiet), _HeldRefusal(sys.stderr) as refusal:
+        if cfg.nodes > 1:
+            from launch.spawn.local import spawn_nodes
+            code = spawn_nodes(cfg)
+        else:
+            with run_log(cfg.run_dir):  # the caller's logging as it was, after
+                code = run_node(cfg, last=False)
+    replaced.settle(code)
+    if code == 2 and refusal.line:
+        raise ConfigError(refusal.line.removeprefix("error: "))
+    if refusal.line:  # another exit's line (75: too few nodes left), as the command line prints it
+        print(refusal.line, file=sys.stderr, flush=True)
+    summary = _summary(cfg.run_dir, since=started)
     if code:
         raise RuntimeError(f"the run in {cfg.run_dir} ended with exit code {code}"
                            f" ({summary.get('outcome', 'no summary')}): see {cfg.run_dir}/train.log")
     return summary
 
 
-def _summary(run_dir: str) -> dict:
+def _summary(run_dir: str, since: float = 0.0) -> dict:
+    """run_dir's summary.json; {} when there is none written since `since` (a time.time())."""
+    path = os.path.join(run_dir, "summary.json")
     try:
-        with open(os.path.join(run_dir, "summary.json")) as f:
+        if os.path.getmtime(path) < since:
+            return {}
+        with open(path) as f:
             return json.load(f)
     except (OSError, ValueError):
         return {}
+
+
+class _HeldRefusal(io.TextIOBase):
+    """sys.stderr while a node runs in this process: each line goes on to `stream` as it comes, but
+    the last `error: ...` line (what launch.process.exits.report prints for the command line) is
+    held in `line`, for api.train to raise as a ConfigError (the line once, as the exception) or
+    print. The block ended by an exception: the held line goes on to `stream`."""
+
+    def __init__(self, stream):
+        super().__init__()
+        self.stream, self.line, self._held, self._at_start = stream, "", "", True
+
+    def __enter__(self):
+        self._saved, sys.stderr = sys.stderr, self
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        sys.stderr = self._saved
+        rest = (self.line + "\n" if exc_info[0] is not None and self.line else "") + self._held
+        if rest:
+            self.stream.write(rest)
+
+    def write(self, text: str) -> int:
+        for piece in text.splitlines(keepends=True):
+            if self._held or (self._at_start and piece.startswith("error: ")):
+                self._held += piece
+                if piece.endswith("\n"):
+                    if self.line:  # an earlier one: not the last, so as it came
+                        self.stream.write(self.line + "\n")
+                    self.line, self._held = self._held.rstrip("\n"), ""
+            else:
+                self.stream.write(piece)
+            self._at_start = piece.endswith("\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def fileno(self) -> int:  # (what is written to the descriptor itself is not held)
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    @property
+    def encoding(self):
+        return self.stream.encoding
 
 
 def evaluate(run_dir: str, *overrides: str, episodes: int = 10) -> dict[str, Any]:

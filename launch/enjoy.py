@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from launch.cli import overrides
 from launch.cli.overrides import compose_checked, register
 from launch.process.exits import exit_now, refuse
-from nodes.envs import private_workdir
+from nodes.envs import env_workdir
 from nodes.errors import ConfigError, one_line
 
 
@@ -117,7 +117,7 @@ def load_policy(cfg, members=(0,), which: str = "latest"):
             if not 0 <= k < len(saved):
                 refuse(f"member {k}: the run's population has members 0..{len(saved) - 1}")
             model = ActorCritic(env_spec(cfg.env), cfg.model)
-            model.check_identity(saved[k].get("model_identity"), path)
+            model.check_fit(saved[k].get("model_identity"), saved[k]["model"], path)
             model.load_state_dict(saved[k]["model"])
             models.append(model.eval())
     except (ckpt.CheckpointError, RuntimeError, KeyError) as exc:
@@ -169,7 +169,7 @@ def run(argv) -> dict:
         fps = opt.fps or ENGINE_FPS.get(cfg.env.family, 60.0) / cfg.env.frameskip
         recorder = Recorder(video_path, fps)
     try:
-        with private_workdir(cfg.run_dir, "enjoy"):  # VizDoom's files stay out of the user's directory
+        with env_workdir(cfg.env, cfg.run_dir, "enjoy"):  # VizDoom's files out of the user's directory
             scores, lengths = play(cfg, models, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
                                    on_frame=recorder.frame if recorder else None, matches=matches,
                                    objectives=objectives)

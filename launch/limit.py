@@ -122,5 +122,5 @@ def node_limit(obj) -> None:
 
 
 if __name__ == "__main__":
-    check_command(sys.argv[1:], check)
+    sys.argv[1:] = check_command(sys.argv[1:], check)  # what Hydra's app reads: 1e6 as 1000000 for an int key
     main()

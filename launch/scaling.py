@@ -183,5 +183,5 @@ def on_link(link: str, ranks: list[int], sizes: list[tuple[str, int]], repeats: 
 
 
 if __name__ == "__main__":
-    check_command(sys.argv[1:], check)
+    sys.argv[1:] = check_command(sys.argv[1:], check)  # what Hydra's app reads: 1e6 as 1000000 for an int key
     main()

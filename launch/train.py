@@ -28,7 +28,7 @@ from launch.cli.app import check, hydra_run_dir, resolve, sweep_name
 from launch.cli.overrides import check_command
 from launch.process.exits import exit_now, refuse
 from launch.process.logs import rank_logging
-from launch.process.resolved import write_resolved
+from launch.process.resolved import discard_pending, write_resolved
 from launch.spawn.driver import run_node
 from nodes.errors import ConfigError
 
@@ -67,27 +67,28 @@ def main(cfg, submitted: list) -> float | None:
             refuse("under srun/torchrun every rank needs the same run directory: pass hydra.run.dir=...")
         from launch.spawn.ranks import run_rank
         obj.nodes = world.size
-        if world.rank == 0:
-            write_resolved(obj)
+        replaced = write_resolved(obj) if world.rank == 0 else None
         rank_logging(obj.run_dir, world.rank, under_hydra=True)
         code = slurm.run_slurm_rank(obj, world) if world.source == "slurm" else run_rank(obj, world)
-        return finish(code, obj.run_dir)
+        return finish(replaced.settle(code) if replaced else code, obj.run_dir)
     if obj.launcher.name == "slurm":
-        write_resolved(obj)
+        replaced = write_resolved(obj)
         try:
             jobs = slurm.submit(obj)  # returns: a sweep (-m) submits one job per point
         except ConfigError as exc:
+            replaced.put_back()
             refuse(str(exc))
         if obj.launcher.wait:
             submitted.extend(jobs)
         return None
-    write_resolved(obj)
+    # a node refuses a checkpoint that does not fit as it loads it: then what the launch wrote goes
+    replaced = write_resolved(obj)
     log.info("run directory: %s", obj.run_dir)
     if obj.nodes > 1:
         from launch.spawn.local import spawn_nodes
-        return finish(spawn_nodes(obj), obj.run_dir)
+        return finish(replaced.settle(spawn_nodes(obj)), obj.run_dir)
     rank_logging(obj.run_dir, 0, under_hydra=True)
-    return finish(run_node(obj, last=not sweep_name()), obj.run_dir)
+    return finish(replaced.settle(run_node(obj, last=not sweep_name())), obj.run_dir)
 
 
 def app(submitted: list):
@@ -95,13 +96,16 @@ def app(submitted: list):
     jobs to wait for reach the command through `submitted`, its own list."""
     @hydra.main(config_path="../conf", config_name="config", version_base="1.3")
     def hydra_main(cfg) -> float | None:
-        return main(cfg, submitted)
+        try:
+            return main(cfg, submitted)
+        finally:  # Hydra's record of a launch refused before it wrote its config (launch.process.resolved)
+            discard_pending(hydra_run_dir())
 
     return hydra_main
 
 
 def run(argv: list[str]) -> int:
-    check_command(argv, check)
+    sys.argv[1:] = check_command(argv, check)  # Hydra's app reads sys.argv: 1e6 as 1000000 for an int key
     submitted: list = []
     app(submitted)()
     from launch.slurm import wait_submitted

@@ -33,6 +33,15 @@ def one_line(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def did_you_mean(word: str, options) -> str:
+    """": did you mean 'X'?" naming the option closest to a mistyped `word` (difflib), or "" when
+    none is close: what a refusal of an unknown key, env or id appends to its line."""
+    import difflib
+
+    close = difflib.get_close_matches(word, [str(o) for o in options], n=1, cutoff=0.75)
+    return f": did you mean '{close[0]}'?" if close else ""
+
+
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used; the message is one line meant for the user."""
 

@@ -6,10 +6,10 @@ inherit it. The janitor reads its stdin until EOF, which comes when the main pro
 SIGKILLed (the main writes STOP at the very end of its run, after the final checkpoint and the
 summary). Then it SIGKILLs every other member of the group (VizDoom engines ignore SIGTERM),
 removes the /dev/shm segments of the VizDoom instances it saw (`+viz_instance_id` on the engine
-command line) and the working directories under RUN_DIR/.workers/ of every member it saw (a
-killed evaluator or worker never removes its own). If the pipe closed without STOP written first,
-the main process died (SIGKILL, or `os._exit`, which runs no atexit), perhaps mid-write; the
-janitor then also removes what it leaves:
+command line) and the working directories under RUN_DIR/.workers/ of every member it saw, this
+host's only (`workdir_name`; a killed evaluator or worker never removes its own). If the pipe
+closed without STOP written first, the main process died (SIGKILL, or `os._exit`, which runs no
+atexit), perhaps mid-write; the janitor then also removes what it leaves:
 - its temp files in RUN_DIR (nodes.record.checkpoint.temp_path: checkpoints, best.pt, summary.json);
 - the files the CUDA driver and torch keep for CUDA IPC (`cuda_ipc_files`, `torch_ipc_files`; at a
   normal exit the main process removes both: the driver's in nodes/sampling/weights.py's atexit,
@@ -129,11 +129,25 @@ def sweep(pgid: int, instances: set, seen: set) -> None:
         remove(glob.glob(f"/dev/shm/ViZDoom*{inst}"))
 
 
+def host_tag() -> str:
+    """This host's name as a working directory carries it: any character but a letter, a digit, '.'
+    and '-' made '-', so that no name holds '_' (the separator) or a glob's metacharacter."""
+    return re.sub(r"[^A-Za-z0-9.-]", "-", socket.gethostname())
+
+
+def workdir_name(name: str, pid: int) -> str:
+    """<name>_<host>_pid<pid>: the working directory of process `pid` of this host under
+    RUN_DIR/.workers/ (nodes.envs.env_workdir). By host too: nodes on several hosts share the
+    run directory, and in containers pids repeat from host to host."""
+    return f"{name}_{host_tag()}_pid{pid}"
+
+
 def remove_workdirs(run_dir: str, pids) -> None:
-    """The working directories of these (ended) processes: RUN_DIR/.workers/<name>_pid<pid>
-    (nodes.envs.private_workdir)."""
+    """The working directories of these (ended) processes of this host; another host's of the same
+    pid belong to a process that may be alive."""
     for pid in pids:
-        for path in glob.glob(os.path.join(glob.escape(run_dir), ".workers", f"*_pid{pid}")):
+        pattern = os.path.join(glob.escape(run_dir), ".workers", workdir_name("*", pid))
+        for path in glob.glob(pattern):
             shutil.rmtree(path, ignore_errors=True)
 
 

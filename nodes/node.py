@@ -302,12 +302,16 @@ class Node:
                 outcome, error = self._step("the final checkpoint",
                                             lambda: self.record.checkpoint(self._checkpoint_state(), wait=True),
                                             outcome, error)
-            if sums is None:
-                sums = checksums(self, collective=False)
+            if sums is None:  # without one, the summary names no checksum
+                outcome, error = self._step("this rank's checksums", lambda: checksums(self, collective=False),
+                                            outcome, error)
+                sums = self._step_result or [[] for _ in self.members.learners]
             if finished and self.record.is_writer:  # a round dropped is a warning, not the run's end
                 outcome, error = self._step("the last evaluation round", lambda: self.evaluation.finish(
                     self.record, self.cfg.sync.timeout_s, lambda: self.signals.received is not None), outcome, error)
-            summary = run_summary(self, outcome, sums)
+            outcome, error = self._step("the summary's figures", lambda: run_summary(self, outcome, sums),
+                                        outcome, error)
+            summary = self._step_result or dict(outcome=outcome)  # where its figures failed: the outcome alone
             outcome, error = self._step("the summary", lambda: self.record.summary(summary), outcome, error)
             over = outcome == "finished" or isinstance(error, TooFewNodes)
             if self.peers.elastic and self.record.is_writer and over:  # a node that comes later has nothing to join

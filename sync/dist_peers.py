@@ -140,7 +140,7 @@ class DistPeers(Peers):
                 dist.group.WORLD._get_backend(torch.device("cpu")).set_timeout(self.timeout)
         self._failed = False
         self._ready_needed = max(1, math.ceil(self.cfg.ready_frac * size))
-        self._last_poll, self._last_ready = 0.0, False
+        self._last_poll, self._last_ready, self._last_version = 0.0, False, None
         self._poll_gap = min(READY_POLL_S * math.ceil(size / 8), READY_POLL_MAX_S)
         self.keys = dist.PrefixStore(PREFIX, self.store)  # our keys apart from the group's
         self._hb = Heartbeat(addr, port, rank, size, self._look_for_joins if self.elastic and rank == 0 else None)
@@ -294,13 +294,14 @@ class DistPeers(Peers):
         """The ready counter of `version`, read at most every READY_POLL_S x ceil(world / 8)
         seconds (at most READY_POLL_MAX_S): the batcher asks every 2 ms, which at 64 waiting
         ranks was 32,000 store calls a second on one store; so the ranks of any world together
-        read it about as often as 8 ranks do, and worlds of 8 or fewer as before."""
+        read it about as often as 8 ranks do, and worlds of 8 or fewer as before. The answer kept
+        between reads is for the version it was read for: a version not read yet is read at once (a
+        straggler must not cut its batch on the previous iteration's "ready")."""
         now = time.monotonic()
-        if now - self._last_poll < self._poll_gap:
+        if version == self._last_version and now - self._last_poll < self._poll_gap:
             return self._last_ready
-        self._last_poll = now
         count = self._guard("the ready count", self.keys.add, f"ready/{version}", 0)
-        self._last_ready = count >= self._ready_needed
+        self._last_poll, self._last_version, self._last_ready = now, version, count >= self._ready_needed
         return self._last_ready
 
     # ------------------------------------------------------------------ elastic membership

@@ -10,10 +10,14 @@ interface, as the limitations page says.
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import logging
+import os
 import socket
 from datetime import timedelta
+
+from nodes.errors import ConfigError
 
 LOOPBACK_NAMES = ("localhost", "ip6-localhost")
 log = logging.getLogger("sync")
@@ -39,14 +43,22 @@ def _is_literal(addr: str) -> bool:
         return False
 
 
-def serving_store(addr: str, port: int, world_size: int, timeout_s: float, wait_for_workers: bool = True):
-    """A TCPStore server for peers that reach it at `addr`:`port` (0: a free port; its `.port`)."""
+def serving_store(addr: str, port: int, world_size: int, timeout_s: float, wait_for_workers: bool = True,
+                  named: str = ""):
+    """A TCPStore server for peers that reach it at `addr`:`port` (0: a free port; its `.port`).
+    An address that is not this host's is refused in one line (ConfigError, `not_here`) that names
+    the variable it came from (`named`; else MASTER_ADDR or DISTRL_NODE_ADDR where one holds it)."""
     import torch.distributed as dist
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((bind_address(addr), port))
+        try:
+            sock.bind((bind_address(addr), port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRNOTAVAIL:
+                raise
+            raise ConfigError(not_here(addr, named)) from None
         sock.listen(512)
         store = dist.TCPStore(addr, sock.getsockname()[1], world_size, is_master=True,
                               timeout=timedelta(seconds=timeout_s), wait_for_workers=wait_for_workers,
@@ -56,6 +68,20 @@ def serving_store(addr: str, port: int, world_size: int, timeout_s: float, wait_
         raise
     sock.detach()  # the store owns the descriptor now
     return store
+
+
+def not_here(addr: str, named: str = "") -> str:
+    """The one line for a store address that resolves to no address of this host: a NAT's, a
+    virtual IP or a Kubernetes Service's reaches the host but cannot be listened on. It names the
+    variable that gave the address (MASTER_ADDR: rank 0 of a fixed world; DISTRL_NODE_ADDR, else
+    the host name: the node hosting an elastic generation's store)."""
+    var = named or next((v for v in ("MASTER_ADDR", "DISTRL_NODE_ADDR") if os.environ.get(v) == addr), None)
+    named = f"{addr} ({var})" if var else f"{addr} (this host's name)" if addr == socket.gethostname() else addr
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        own = [f"{ip} on {name}" for _, name in socket.if_nameindex() if (ip := _ipv4(s, name))]
+    return (f"cannot listen for peers on {named}: it resolves to {socket.gethostbyname(addr)}, no address of this "
+            f"host's ({', '.join(own)}); a NAT's, a virtual or a Service's address reaches a host but cannot be "
+            f"listened on: set {var or 'DISTRL_NODE_ADDR'} on this host to one of its own")
 
 
 def _ipv4(sock: socket.socket, name: str) -> str | None:

@@ -39,7 +39,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from nodes.errors import one_line
+from nodes.errors import ConfigError, one_line
 
 CLOSED = "|"  # then the members chosen, "|0.1.3"
 LAUNCH = "launch"  # the run's current launch (sync.launches)
@@ -92,6 +92,32 @@ def _parse(arrivals: str) -> tuple[list[tuple[int, set[int]]], tuple[int, ...] |
         node, _, lost = item.partition(":")
         out.append((int(node), {int(x) for x in lost.split(".") if x}))
     return out, tuple(int(x) for x in chosen.split(".") if x) if closed else None
+
+
+def current_world(run_dir: str) -> Generation | None:
+    """The run's current generation as its rendezvous file says (None before the first one, or
+    without the file), read without taking part: what a launcher looks at to tell whether a rank it
+    started is still in the world (launch.spawn.local)."""
+    path = store_path(run_dir)
+    if not os.path.exists(path):
+        return None
+    import torch.distributed as dist
+
+    files = dist.FileStore(path, -1)
+    launch = files.get(LAUNCH).decode() if files.check([LAUNCH]) else ""
+    store = dist.PrefixStore(f"launch/{launch}", files) if launch else files
+
+    def get(key: str) -> str | None:
+        return store.get(key).decode() if store.check([key]) else None
+
+    number, members = get("gen"), None
+    if number is not None:
+        members = _parse(get(f"round/{number}") or "")[1]
+    address = get(f"gen/{number}/store") if members else None
+    if address is None:
+        return None
+    host, _, port = address.rpartition(":")
+    return Generation(int(number), members, host, int(port))
 
 
 class Rendezvous:
@@ -253,7 +279,7 @@ class Rendezvous:
         node_alive, alive_end = ctx.Pipe(duplex=False)  # the keeper reads, this node holds the other end
         keeper = ctx.Process(target=serve, name="store_keeper", daemon=True,
                              args=(size, self.timeout_s, os.path.dirname(self.path), port_out, node_alive,
-                                   host_address()))
+                                   host_address(), "DISTRL_NODE_ADDR" if os.environ.get("DISTRL_NODE_ADDR") else ""))
         keeper.start()
         port_out.close()
         node_alive.close()
@@ -270,6 +296,8 @@ class Rendezvous:
             raise RuntimeError(f"the store keeper did not start ({one_line(exc) or 'it exited'})") from None
         finally:
             port_in.close()
+        if isinstance(port, ConfigError):  # it could not listen where the others reach this node: its line
+            raise port
         return host_address(), int(port)
 
     def retire(self, before: int) -> None:

@@ -23,10 +23,12 @@ NAME = b"store_keeper"
 PR_SET_NAME = 15
 
 
-def serve(size: int, timeout_s: float, workdir: str, port_out, node_alive, addr: str = "0.0.0.0") -> None:
+def serve(size: int, timeout_s: float, workdir: str, port_out, node_alive, addr: str = "0.0.0.0",
+          named: str = "") -> None:
     """The keeper's body (in the fork server's child): host the store on `addr` (how the other
     nodes reach this one: sync.listen), send its port on `port_out`, serve until `node_alive` (the
-    node's end of a pipe) is closed."""
+    node's end of a pipe) is closed. A store it cannot host (an address not of this host, which
+    `named` names: sync.listen.not_here) is sent instead, as the ConfigError its node raises."""
     # Ctrl-C, scancel's SIGTERM and Slurm's preemption signal reach every process of a step: they
     # are for the trainer, which stops after an iteration that still needs this store
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
@@ -34,9 +36,14 @@ def serve(size: int, timeout_s: float, workdir: str, port_out, node_alive, addr:
     with contextlib.suppress(OSError, AttributeError):  # not Linux: only the leftover check loses its handle
         ctypes.CDLL(None).prctl(PR_SET_NAME, NAME, 0, 0, 0)
     os.chdir(workdir)
+    from nodes.errors import ConfigError
     from sync.listen import serving_store
 
-    store = serving_store(addr, 0, size, timeout_s, wait_for_workers=False)
+    try:
+        store = serving_store(addr, 0, size, timeout_s, wait_for_workers=False, named=named)
+    except ConfigError as exc:
+        port_out.send(exc)
+        os._exit(0)
     port_out.send(store.port)
     port_out.close()
     with contextlib.suppress(EOFError, OSError):

@@ -52,7 +52,8 @@ class SlowBandit(SignBandit):
     signals it (the Slurm preemption test), one whose speed no machine raises (the chaos and
     elastic join tests)."""
 
-    delay_s = 0.002
+    def __init__(self, delay_s: float = 0.002):  # env.kwargs.delay_s: slower still
+        self.delay_s = delay_s
 
     def step(self, action):
         time.sleep(self.delay_s)
@@ -99,6 +100,20 @@ class BoxRecorder(gym.Env):
 
 
 gym.register("BoxRecorder-v0", entry_point=BoxRecorder)
+
+
+class TupleBoxRecorder(BoxRecorder):
+    """A Tuple action (Discrete(2), Box(0, 10, (1,))), whose last one it keeps as given."""
+
+    action_space = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(0.0, 10.0, (1,), np.float32)))
+
+    def step(self, action):
+        self.last_action = action
+        self.t += 1
+        return self.obs, 0.0, self.t >= 8, False, {}
+
+
+gym.register("TupleBoxRecorder-v0", entry_point=TupleBoxRecorder)
 
 
 def _with_actions(name, space):
@@ -219,3 +234,22 @@ class ObjectiveBandit(SignBandit):
 
 
 gym.register("ObjectiveBandit-v0", entry_point=ObjectiveBandit)
+
+
+class EpisodeLog(SignBandit):
+    """SignBandit that appends its pid to the file `path` (its kwarg, as a user gives it: perhaps
+    relative) at each episode's end, as crafter's recorder appends to its stats_dir/stats.jsonl."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if terminated:
+            os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(f"{os.getpid()}\n")
+        return obs, reward, terminated, truncated, info
+
+
+gym.register("EpisodeLog-v0", entry_point=EpisodeLog)

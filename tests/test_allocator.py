@@ -1,6 +1,8 @@
 """tcmalloc under the node's processes (launch/process/allocator.py): the entry points start again
-with it preloaded, in the same process, once; not where it is missing, already there or refused."""
+with it preloaded, in the same process, once; not where it is missing, already there, refused, or
+where the user preloaded an allocator of their own (which summary.json then names)."""
 import os
+import shutil
 import subprocess
 import sys
 
@@ -48,6 +50,51 @@ def test_nothing_starts_again_where_tcmalloc_is_refused_missing_or_already_there
     assert len(calls) == 1
 
 
+@pytest.mark.parametrize("preload", [
+    "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
+    "libmimalloc.so.2:libm.so.6",
+    "libm.so.6 /opt/gperftools/lib/libtcmalloc.so.4",  # a full tcmalloc (with its profilers): the user's
+    "/usr/local/lib/libhoard.so",
+    "/elsewhere/libtcmalloc_minimal.so.4",
+])
+def test_an_allocator_the_user_preloaded_is_left_alone(monkeypatch, preload):
+    """LD_PRELOAD already names a malloc library: tcmalloc put in front of it would serve every
+    allocation in its place (the first library preloaded wins), so the user's choice stands."""
+    calls = []
+    monkeypatch.setattr(allocator, "tcmalloc_library", lambda: "/lib/libtcmalloc_minimal.so.4")
+    preload_tcmalloc({"LD_PRELOAD": preload}, execve=lambda *args: calls.append(args))
+    assert calls == []
+
+
+def test_the_allocator_is_named_by_its_library():
+    """summary.json's `allocator`: the family of the malloc library a process has mapped."""
+    from nodes.record.allocator import allocator_of
+    assert [allocator_of(p) for p in ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "libtcmalloc.so.4",
+                                      "/usr/lib/libjemalloc.so.2", "libmimalloc.so.2", "libhoard.so")] == [
+        "tcmalloc", "tcmalloc", "jemalloc", "mimalloc", "hoard"]
+    # neither replaces malloc: glibc's debugging hooks, abseil's internals
+    assert allocator_of("/usr/lib/x86_64-linux-gnu/libc_malloc_debug.so.0") is None
+    assert allocator_of("/usr/lib/x86_64-linux-gnu/libabsl_malloc_internal.so.20220623") is None
+
+
+def test_a_process_on_the_users_allocator_runs_once_and_names_it(tmp_path):
+    """A real malloc library preloaded under jemalloc's name (tcmalloc's file, copied): the process
+    runs once, with LD_PRELOAD as the user set it, and the summary's allocator() says jemalloc."""
+    library = tcmalloc_library()
+    if library is None or not library.startswith("/"):
+        pytest.skip("tcmalloc is not installed at a path (./setup.sh installs Debian's libtcmalloc-minimal4)")
+    users = tmp_path / "libjemalloc.so.2"
+    shutil.copy(os.path.realpath(library), users)
+    program = ("import os\nfrom launch.process.allocator import preload_tcmalloc\nprint('start', flush=True)\n"
+               "preload_tcmalloc()\nfrom nodes.record.allocator import allocator\n"
+               "print(allocator(), os.environ['LD_PRELOAD'], flush=True)")
+    env = {k: v for k, v in os.environ.items() if k != "DISTRL_MALLOC"}
+    env["LD_PRELOAD"] = str(users)
+    proc = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["start", f"jemalloc {users}"]
+
+
 def test_a_slurm_job_gets_the_environment_without_tcmalloc_and_preloads_its_nodes_own(tmp_path):
     """launcher=slurm: sbatch exports the environment, so the submitting host's tcmalloc would be preloaded
     on nodes that may not have it (the loader's "cannot be preloaded" in every task's log); the job script
@@ -74,6 +121,7 @@ def test_a_slurm_job_gets_the_environment_without_tcmalloc_and_preloads_its_node
     assert on_node() == f"LD_PRELOAD={node_lib}"
     assert on_node(DISTRL_MALLOC="system") == "LD_PRELOAD="
     assert on_node(LD_PRELOAD="/x/libtcmalloc_minimal.so.4") == "LD_PRELOAD=/x/libtcmalloc_minimal.so.4"
+    assert on_node(LD_PRELOAD="/x/libjemalloc.so.2") == "LD_PRELOAD=/x/libjemalloc.so.2"  # the user's allocator
     node_lib.unlink()  # a node without it (and none at Debian's paths, where this machine has none)
     if tcmalloc_library() is None or not tcmalloc_library().startswith("/"):
         assert on_node(LD_PRELOAD="libm.so.6") == "LD_PRELOAD=libm.so.6"

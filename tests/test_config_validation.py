@@ -61,6 +61,17 @@ CASES = [
      "population.snapshots=1 needs sampler.mode=async"),
     (["population.size=2", "sampler.num_slots=60"],
      "sampler.num_slots (60) must be 0 (auto) or at least envs (16) + batch_size/rollout (32) x population.size (2)"),
+    # a mistyped name: the closest one named
+    (["train.max_env_frame=100"], "unknown config key 'train.max_env_frame': did you mean 'train.max_env_frames'?"),
+    (["env=doom_basics"], "unknown env 'doom_basics': did you mean 'doom_basic'? (available: atari,"),
+    (["env=gym", "env.id=CartPol-v1"], "unknown gymnasium env id 'CartPol-v1': did you mean 'CartPole-v1'?"),
+    (["env=doom_basic", "env.id=basc.cfg"],
+     "VizDoom scenario 'basc.cfg' is not bundled with vizdoom: did you mean 'basic.cfg'? ("),
+    # a shipped encoder the env's observation does not fit: refused here, not at the first forward
+    (["env=doom_basic", "model.encoder=mlp"], "model.encoder=mlp cannot read this env's observation, a 3x72x128 "
+     "image: an image takes model.encoder=auto, conv, nature or impala (RuntimeError: mat1 and mat2 shapes"),
+    (["env=gym", "env.id=CartPole-v1", "model.encoder=impala"], "model.encoder=impala cannot read this env's "
+     "observation, a vector of 4: a vector takes model.encoder=auto or mlp (RuntimeError: "),
 ]
 
 
@@ -90,3 +101,34 @@ def test_envs_per_worker_odd_is_fine_without_double_buffering(tmp_path):
                       "sampler.double_buffered=false", "train.max_env_frames=64", "sampler.batch_size=32",
                       "sampler.rollout=16", "model.hidden_size=16", "model.fc_size=16", timeout=180)
     assert proc.returncode == 0
+
+
+def test_an_integral_float_is_the_integer_on_every_path():
+    """Users write 1e6: an integral float given to an integer key is that integer on the command
+    line (the argv check_command hands to Hydra, a sweep's values too), through the Python API and in
+    launch.enjoy's options; a fraction is refused in one line, the same on each path."""
+    import launch.enjoy  # noqa: F401 - registers launch.enjoy's options
+    from launch import api
+    from launch.cli.app import check
+    from launch.cli.overrides import check_command, compose_checked
+    from nodes.errors import ConfigError
+    argv = ["-m", "train.max_env_frames=1e6", "sampler.envs_per_worker=1.6e1", "seed=0,1e1", "algo.lr=1e-4"]
+    assert check_command(argv, check) == ["-m", "train.max_env_frames=1000000", "sampler.envs_per_worker=16",
+                                          "seed=0,10", "algo.lr=1e-4"]
+    cfg = api.config("train.max_env_frames=1.5e3", "sampler.num_workers=1e0")
+    assert (cfg.train.max_env_frames, cfg.sampler.num_workers) == (1500, 1)
+    assert type(cfg.train.max_env_frames) is int and type(cfg.sampler.num_workers) is int
+    assert compose_checked("enjoy", ["enjoy.episodes=1e2"]).enjoy.episodes == 100
+    line = "error: bad value for sampler.envs_per_worker: 2.5 is not a whole number"
+    assert refusal("sampler.envs_per_worker=2.5") == line
+    with pytest.raises(ConfigError) as refused:
+        api.config("sampler.envs_per_worker=2.5")
+    assert str(refused.value) == line.removeprefix("error: ")
+
+
+def test_the_command_hands_hydra_the_integer(tmp_path):
+    """Hydra composes the command line again after the check: it gets 1500 for 1.5e3 (--cfg job
+    prints the config and trains nothing)."""
+    proc = run_module("launch.train", f"hydra.run.dir={tmp_path}/run", "train.max_env_frames=1.5e3", "--cfg", "job",
+                      timeout=120)
+    assert "max_env_frames: 1500\n" in proc.stdout, proc.stdout[-2000:]

@@ -218,6 +218,24 @@ def test_rescaled_actions_are_in_units_of_the_bounds_before_and_after_clipping()
     env.close()
 
 
+def test_rescaled_actions_reach_every_box_of_a_tuple():
+    # env.rescale_actions=true with a Tuple action: its Box, too, is in units of the bounds (-1..1 mapped
+    # onto 0..10), the Discrete part as it was; the policy's -1..1 spans the Box (it was left out:
+    # 1.0 reached the env as 1.0, a tenth of the way)
+    cfg = compose("env=gym", "env.id=tests.envs:TupleBoxRecorder-v0", "env.rescale_actions=true").env
+    env = make_env(cfg, seed=0)
+    assert env.spec.action_heads == (2,) and env.spec.action_low == (-1.0,) and env.spec.action_high == (1.0,)
+    env.reset()
+    got = []
+    for policy in (-1.0, 0.0, 0.5, 1.0, 3.0):  # 3.0: clipped to 1 (env.clip_actions), then mapped
+        env.step((np.array([1]), np.array([policy], np.float32)))
+        choice, amount = env.env.unwrapped.last_action
+        assert choice == 1 and env.env.unwrapped.action_space[1].contains(amount), amount
+        got.append(float(amount[0]))
+    assert got == [0.0, 5.0, 7.5, 10.0, 10.0]
+    env.close()
+
+
 @pytest.mark.parametrize("env_id,message", [
     ("MultiBinaryActions", "env=gym supports Discrete, MultiDiscrete, flat Box action spaces and Tuples of them, "
                            "env.id 'tests.envs:MultiBinaryActions-v0' has MultiBinary(3)"),

@@ -1,12 +1,20 @@
 """The documentation site: it builds with `mkdocs build --strict` (a broken link, a missing page or
-a page left out of the nav fails), and its configuration reference is what nodes/config/ says
-today (launch.config_docs generates it)."""
+a page left out of the nav fails), its configuration reference is what nodes/config/ says
+today (launch.config_docs generates it), and every command its shell blocks show is one the
+entry point accepts."""
+import contextlib
 import dataclasses
+import glob
+import importlib
+import io
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 
+import pytest
 from helpers import ROOT, missing_dependency
 
 from launch import config_docs
@@ -51,3 +59,69 @@ def test_the_site_builds_strict(tmp_path):
         assert (tmp_path / "site" / page).is_file(), page
     html = (tmp_path / "site" / "configuration" / "index.html").read_text()
     assert "sampler.num_workers" in html and "<table>" in html
+
+
+def shell_commands():
+    """(where it first is, argv after `python`) of each distinct `python -m launch.X` and `python
+    examples/X.py` line of the fenced bash blocks of README.md and docs/*.md (continuation lines
+    joined, comments cut)."""
+    out, seen = [], set()
+    for path in [os.path.join(ROOT, "README.md"), *sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))]:
+        text = open(path).read()
+        for block in re.finditer(r"^```(?:bash|sh|shell|console)\n(.*?)^```", text, re.S | re.M):
+            first = text.count("\n", 0, block.start(1)) + 1
+            for i, line in enumerate(re.split(r"(?<!\\)\n", block.group(1))):
+                line = line.replace("\\\n", " ").split(" # ")[0]
+                found = re.search(r"(?:^|\s)python (-m launch\.\w+|examples/\w+\.py)\b(.*)", line)
+                argv = [*found.group(1).split(), *shlex.split(found.group(2))] if found else None
+                if argv and tuple(argv) not in seen:
+                    seen.add(tuple(argv))
+                    out.append((f"{os.path.relpath(path, ROOT)}:{first + i}", argv))
+    return out
+
+
+# what an example script composes before the overrides it is given (its api.config call)
+EXAMPLE_CONFIG = {"examples/own_env.py": ["env=gym", "env.make=own_env:make_catch"],
+                  "examples/own_model.py": ["env=gym", "env.make=own_env:make_catch",
+                                            "model.encoder=own_model:CatchEncoder"]}
+# refusals that say what this machine lacks, not what the command got wrong
+MACHINE = ("pip install", "run it as root", "not found: launcher=slurm")
+
+
+def accepted(argv) -> None:
+    """The command's own check before anything starts, in this process: overrides parsed and
+    composed, then validated as the entry point validates them (ConfigError or SystemExit)."""
+    from launch.cli.overrides import check_command, compose_checked
+    if argv[0].startswith("examples/"):
+        from launch import api
+        from launch.cli.app import check
+        check(api.config(*EXAMPLE_CONFIG[argv[0]], *argv[1:]))
+        return
+    module, args = argv[1], [a for a in argv[2:] if a != "..."]
+    if module == "launch.enjoy":
+        import launch.enjoy  # noqa: F401 - registers its options
+        compose_checked("enjoy", args)
+    elif module == "launch.curves":  # a usage line's [optional] parts as given
+        from launch.curves import _parser
+        _parser().parse_args([a.strip("[]") for a in args if a.strip("[].")])
+    elif module != "launch.node":  # (a run directory, nothing to check)
+        check_command(args, importlib.import_module(module).check)
+
+
+COMMANDS = shell_commands()
+
+
+@pytest.mark.parametrize("where,argv", COMMANDS, ids=[where for where, _ in COMMANDS])
+def test_every_command_the_docs_show_is_accepted(where, argv, monkeypatch):
+    """Each command as a user pastes it passes the checks its entry point runs before anything
+    starts (no run, no process): a command the docs show is never refused."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "examples"))  # PYTHONPATH=examples, as the docs set it
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            accepted(argv)
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - the refusal is the failure's message
+        said = err.getvalue().strip() or f"{type(exc).__name__}: {exc}"
+        if any(m in said for m in MACHINE):
+            missing_dependency(f"{where}: {said}")
+        pytest.fail(f"{where}: python {' '.join(argv)}\n{said}", pytrace=False)

@@ -60,7 +60,7 @@ def test_bad_input_is_one_line(basic_run, tmp_path):
     for args, expect in [((f"run_dir={tmp_path}",), "not a run directory"),
                          ((f"run_dir={basic_run}", "enjoy.episodes=0"), "enjoy.episodes must be >= 1"),
                          ((f"run_dir={basic_run}", "enjoy.vidoe=true"),
-                          "unknown config key 'enjoy.vidoe' (options: run_dir"),
+                          "unknown config key 'enjoy.vidoe': did you mean 'enjoy.video'? (options: run_dir"),
                          ((f"run_dir={basic_run}", "enjoy.episodes=abc"), "bad value for enjoy.episodes: Value 'abc'"),
                          ((f"run_dir={basic_run}", "enjoy.seed=range(0,3)"), "launch.enjoy plays one policy"),
                          (("enjoy.episodes=3",), "run_dir=PATH is required")]:

@@ -1,4 +1,5 @@
 """A crashing worker ends the run with its traceback, exit code 1, a summary and no leftovers."""
+import glob
 import os
 
 from helpers import FAST_GYM, summary, train
@@ -19,7 +20,7 @@ def test_worker_crash_is_reported_with_its_traceback(run_dir):
     assert s["outcome"] == "failed"
     if s["policy_version"] > 0:  # a final checkpoint is written when anything was learned
         assert ckpt.load(ckpt.latest(run_dir))["policy_version"] == s["policy_version"]
-    assert not os.listdir(os.path.join(run_dir, ".workers"))  # worker directories removed
+    assert not glob.glob(os.path.join(run_dir, ".workers", "*"))  # no worker directory left
 
 
 def test_unexpected_error_is_one_line_on_the_console_and_its_traceback_in_the_log(run_dir):

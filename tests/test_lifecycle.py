@@ -1,17 +1,22 @@
 """Run lifecycle through the real entry point: summary, TensorBoard, resume, signals, SIGKILL."""
 import glob
 import os
+import re
 import signal
 import subprocess
 import time
 
 import pytest
 import torch
-from helpers import FAST_GYM, compose, read_until, start_train, summary, train
+from helpers import FAST_GYM, compose, one_error_line, read_until, start_train, summary, train
 
 from launch.process.allocator import tcmalloc_library
+from nodes.janitor import host_tag
 from nodes.record import checkpoint as ckpt
 from nodes.run.signals import SAME_REQUEST_S, StopSignals
+
+# what a launch records in its run directory: the resolved config, and Hydra's own record
+RECORD = ["config.yaml", ".hydra/config.yaml", ".hydra/hydra.yaml", ".hydra/overrides.yaml"]
 
 
 def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
@@ -61,6 +66,19 @@ def test_cartpole_run_writes_summary_tensorboard_and_resumes(run_dir):
     acc.Reload()  # the resumed launch goes on from 2048 of 4096 frames: half the lr, down to 1/32
     resumed = [e.value for e in acc.Scalars("train/lr") if e.step > 2048]
     assert resumed == pytest.approx([0.001 * (1 - i / 32) for i in range(16, 32)], rel=1e-6)
+    # the accepted relaunch's record is the run's: its config.yaml, Hydra's own in .hydra/
+    assert "train.max_env_frames=4096" in open(os.path.join(run_dir, ".hydra", "overrides.yaml")).read()
+
+    # a relaunch refused because the checkpoint does not fit the model (found by the node, after
+    # the launch wrote its config): one line, and the run's config.yaml and .hydra/ as they were
+    kept = {name: open(os.path.join(run_dir, name), "rb").read() for name in RECORD}
+    other = [o.replace("model.hidden_size=64", "model.hidden_size=32") for o in FAST_GYM]
+    proc = train(run_dir, *other, linear, "train.max_env_frames=6144", check=False, timeout=240)
+    assert proc.returncode == 2 and "does not fit this model/config" in one_error_line(proc), proc.stderr[-3000:]
+    assert "core.weight_ih [192, 64] -> [96, 64]" in proc.stderr  # what differs, named
+    assert {name: open(os.path.join(run_dir, name), "rb").read() for name in RECORD} == kept
+    assert sorted(os.listdir(os.path.join(run_dir, ".hydra"))) == sorted(os.path.basename(n) for n in RECORD[1:])
+    assert not glob.glob(os.path.join(run_dir, ".hydra?*"))  # nothing of the refused launch left beside it
 
 
 def test_foreign_checkpoint_in_run_dir_is_one_line_error(run_dir):
@@ -140,6 +158,10 @@ def test_sigkill_leaves_no_vizdoom_process_and_no_shm_segment(run_dir):
     ours = _vizdoom_pids() - before_pids
     assert len(ours) == 8, "expected 8 VizDoom engines while training"
     assert _shm() - before_shm, "VizDoom engines should hold /dev/shm segments while running"
+    workers = os.path.join(run_dir, ".workers")  # VizDoom's files in each worker's own directory
+    named = [d for d in os.listdir(workers) if re.fullmatch(rf"rollout[01]_{re.escape(host_tag())}_pid\d+", d)]
+    assert len(named) == 2 == len(os.listdir(workers)), os.listdir(workers)  # by name, host and pid
+    assert all(os.path.isdir(os.path.join(workers, d, "_vizdoom")) for d in named)  # made at init
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(10)
 
@@ -153,3 +175,4 @@ def test_sigkill_leaves_no_vizdoom_process_and_no_shm_segment(run_dir):
     left = trainer_processes()
     assert not left.strip(), f"trainer processes left: {left}"
     assert not (_shm() - before_shm), f"/dev/shm segments left: {_shm() - before_shm}"
+    assert not os.listdir(workers), "the janitor left the killed workers' directories"

@@ -118,13 +118,14 @@ def test_two_nodes_agree_on_a_dict_env_with_a_model_of_ones_own(tmp_path):
     assert s["outcome"] == "finished" and s["nodes"] == 2 and a == b
     from nodes.record import checkpoint as ckpt
     identity = ckpt.load(ckpt.latest(run_dir))["model_identity"]
-    assert identity == "encoder own_model:CatchEncoder on paddle categorical [], screen pixels [1, 10, 5]"
+    assert identity == ("encoder: own_model:CatchEncoder; observation 'paddle': categorical [] of 5 classes; "
+                        "observation 'screen': pixels [1, 10, 5]; actions: Discrete(3)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([EXAMPLES, os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-m", "launch.train", f"hydra.run.dir={run_dir}", *SMALL,
                            "env.make=own_env:make_catch", "train.max_env_frames=12000"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 2 and one_error_line(proc).startswith("error: checkpoint ")
-    assert f"holds a model with {identity}; this run builds one with encoder built-in on" in proc.stderr
+    assert "holds another model (checkpoint -> this run): encoder own_model:CatchEncoder -> built-in" in proc.stderr
 
 
 def test_the_example_scripts_train_through_the_python_api(tmp_path):

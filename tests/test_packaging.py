@@ -120,6 +120,40 @@ def test_no_file_over_450_lines_and_no_function_over_60():
     assert not too_long, too_long
 
 
+# The newest API the product calls, for each declared floor in pyproject.toml: (dependency, the release
+# that added it, a pattern of its use, what it is). A floor below one of these installs where the code
+# then fails at its first call; a row whose pattern matches nothing any more is stale (drop it, and
+# the floor may come down to the next row's).
+NEWEST_APIS = [
+    ("python", (3, 11), r"\bprocess_group=", "subprocess.Popen(process_group=): the workers' own process group"),
+    ("torch", (2, 4), r"\btorch\.get_autocast_dtype\(", "torch.get_autocast_dtype(device_type)"),
+    ("torch", (2, 4), r"\btorch\.is_autocast_enabled\(\s*[\w\"]", "torch.is_autocast_enabled(device_type)"),
+]
+
+
+def _declared_floors() -> dict[str, tuple[int, ...]]:
+    text = open(os.path.join(ROOT, "pyproject.toml")).read()
+    python = re.search(r'^requires-python = ">=([\d.]+)"', text, re.M)
+    torch = re.search(r'^\s*"torch>=([\d.]+)"', text, re.M)
+    assert python and torch, "pyproject.toml declares no python or torch floor"
+    return {name: tuple(int(x) for x in m.group(1).split(".")) for name, m in (("python", python), ("torch", torch))}
+
+
+def test_the_declared_floors_admit_no_release_without_an_api_the_product_calls():
+    floors = _declared_floors()
+    sources = [(f, text) for package in ("nodes", "sync", "launch") for f, text in _sources(package)]
+    below, stale = [], []
+    for dependency, release, pattern, what in NEWEST_APIS:
+        used = [f for f, text in sources if re.search(pattern, text)]
+        if not used:
+            stale.append(what)
+        elif floors[dependency] < release:
+            below.append(f"{dependency}>={'.'.join(map(str, floors[dependency]))} but {used[0]} calls {what}, "
+                         f"new in {'.'.join(map(str, release))}")
+    assert not below, below
+    assert not stale, f"no longer called (drop the row): {stale}"
+
+
 def test_launcher_slurm_needs_no_extra():
     text = open(os.path.join(ROOT, "pyproject.toml")).read()
     base = re.search(r"^dependencies = \[(.*?)^\]", text, re.M | re.S).group(1)

@@ -194,6 +194,22 @@ def others_ready_once_enough_ranks_marked_the_version(peers):
     barrier(peers)
 
 
+@contract
+def others_ready_answers_for_the_version_asked_even_from_its_cache(peers):
+    """A straggler asks about the next version right after the last one was ready: DistPeers reads the
+    store at most every few ms, and an answer kept from the last read is that version's alone (it
+    answered the previous iteration's "ready", and the straggler cut its batch on it)."""
+    version = 23456
+    barrier(peers)
+    if peers.rank != 0:
+        peers.mark_ready(version)
+    barrier(peers)
+    time.sleep(0.05)  # past any cached answer: the next call reads the store
+    assert peers.others_ready(version) == (peers.world_size > 1)  # read now, kept for the read gap
+    assert not peers.others_ready(version + 1)  # asked at once, within the gap: nobody marked it
+    barrier(peers)
+
+
 def test_every_method_is_abstract_so_no_implementation_can_forget_one():
     assert {"reduce_gradients", "all_sum", "gather_stats", "check_agreement", "share", "mark_ready",
             "others_ready", "close"} <= Peers.__abstractmethods__

@@ -1,5 +1,6 @@
 """sync.rendezvous: the elastic run's generations, formed through the real FileStore in a run
 directory and hosted by real store-keeper processes (nodes here are threads of this process)."""
+import os
 import socket
 import threading
 import time
@@ -9,7 +10,7 @@ import pytest
 import torch.distributed as dist
 
 from sync.launches import launch_id
-from sync.rendezvous import Rendezvous, RunFull, RunOver, reset
+from sync.rendezvous import Rendezvous, RunFull, RunOver, current_world, reset
 from sync.store_keeper import running
 
 
@@ -48,11 +49,13 @@ def close_all(made):
 def test_first_generation_then_a_loss_then_a_late_survivor_and_a_newcomer(tmp_path):
     run = str(tmp_path)
     reset(run)
+    assert current_world(run) is None  # what a launcher reads (launch.spawn.local): nothing formed yet
     out, made = together(run, [(2, (), None), (0, (), None), (1, (), None)])
     gens = set(out.values())
     assert len(gens) == 1
     gen0 = gens.pop()
     assert gen0.number == 0 and gen0.members == (0, 1, 2) and gen0.rank_of(2) == 2
+    assert current_world(run) == gen0
     client = store_client(gen0, 5)  # the lowest node's store keeper serves the generation
     client.set("k", "v")
     assert client.get("k") == b"v"
@@ -63,6 +66,7 @@ def test_first_generation_then_a_loss_then_a_late_survivor_and_a_newcomer(tmp_pa
     made += more
     assert time.monotonic() - t0 < 10
     assert {g.members for g in out.values()} == {(0, 1)} and out[0].number == 1
+    assert current_world(run) == out[0]  # node 2 is no longer in the world
 
     # node 2 was only late (it comes back for round 1, closed already): it waits, the others see
     # someone waiting, come to round 2, and 2 is in it; so is a newcomer that takes the next free id
@@ -169,3 +173,44 @@ def test_store_keeper_ends_with_its_node(tmp_path):
     with pytest.raises(OSError):
         socket.create_connection((gen.store_addr, gen.store_port), timeout=2).close()
     assert running(run) == []
+
+
+NOT_HERE = "203.0.113.1"  # TEST-NET-3: no host's own, as a NAT's, a virtual IP or a Service's is to the node
+
+
+def test_a_store_address_that_is_not_this_hosts_is_refused_in_one_line(tmp_path, monkeypatch):
+    """A store's address (MASTER_ADDR for rank 0 of a fixed world, DISTRL_NODE_ADDR for the node
+    that hosts an elastic generation) that resolves to no address of this host's interfaces cannot
+    be listened on: one line naming it, what it resolved to and what to set, not OSError's
+    traceback; from a store keeper too, whose node raises the keeper's line."""
+    from nodes.errors import ConfigError
+    from sync.listen import serving_store
+    monkeypatch.setenv("MASTER_ADDR", NOT_HERE)
+    with pytest.raises(ConfigError) as refused:
+        serving_store(NOT_HERE, 0, 1, 5)
+    line = str(refused.value)
+    assert line.startswith(f"cannot listen for peers on {NOT_HERE} (MASTER_ADDR): it resolves to {NOT_HERE}, "
+                           "no address of this host's (127.0.0.1 on lo"), line
+    assert line.endswith("set MASTER_ADDR on this host to one of its own"), line
+    assert "\n" not in line
+    monkeypatch.delenv("MASTER_ADDR")
+    monkeypatch.setenv("DISTRL_NODE_ADDR", NOT_HERE)
+    run = str(tmp_path)
+    reset(run)
+    out, made = together(run, [(0, (), None, {"first": 1})])
+    close_all(made)
+    assert isinstance(out[0], ConfigError), out[0]
+    assert str(out[0]).startswith(f"cannot listen for peers on {NOT_HERE} (DISTRL_NODE_ADDR): it resolves to ")
+    assert str(out[0]).endswith("set DISTRL_NODE_ADDR on this host to one of its own")
+    assert running(run) == []
+
+
+def test_rank_0_of_a_fixed_world_says_its_master_addr_is_not_this_hosts(tmp_path):
+    """The same line from the command, exit code 2, where rank 0 of a torchrun-style world hosts
+    the store on MASTER_ADDR (not an OSError traceback through Hydra)."""
+    from helpers import free_port, one_error_line, train
+    env = dict(os.environ, MASTER_ADDR=NOT_HERE, MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="2", LOCAL_RANK="0")
+    proc = train(str(tmp_path / "run"), "env=gym", "sync.elastic=false", "sampler.num_workers=1", check=False,
+                 timeout=120, env=env)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert one_error_line(proc).startswith(f"error: cannot listen for peers on {NOT_HERE} (MASTER_ADDR)")

@@ -1,6 +1,7 @@
 """Small pieces of the end of a run, each with a real process or file where it matters: the local
 launcher's wait on ranks that cannot make progress, the fork server's preload of the main module,
-two checkpoint writers pruning the same file (the fault matrix: tests/test_run_end_faults.py)."""
+two checkpoint writers pruning the same file, a step of the end that fails after the run failed (the
+fault matrix: tests/test_run_end_faults.py)."""
 import os
 import signal
 import subprocess
@@ -8,7 +9,9 @@ import sys
 import threading
 import time
 
+import pytest
 import torch
+from helpers import compose, summary
 
 from launch.spawn import local
 from nodes.record import checkpoint as ckpt
@@ -75,3 +78,37 @@ def test_two_writers_pruning_the_same_checkpoint_both_succeed(tmp_path):
         ckpt.list_checkpoints = real_list
     assert [os.path.basename(p) for p in ckpt.list_checkpoints(run)] == ["checkpoint_000000002.pt",
                                                                         "checkpoint_000000003.pt"]
+
+
+@pytest.mark.parametrize("failing", ["checksum", "figures"])
+def test_a_step_that_fails_at_the_end_of_a_failed_run_leaves_the_summary_and_the_first_error(
+        tmp_path, monkeypatch, failing):
+    """The end of a run is a fixed sequence whose every step runs whatever became of the one before
+    (docs/getting-started.md#when-a-run-ends): a run that failed (its workers did not start), then a
+    parameter that would not checksum, or the summary's figures that could not be made. summary.json
+    is written, saying the run failed, and the run raises its first error (the later one raised past
+    the summary and took the first one's place)."""
+    from nodes import node as node_module
+    from nodes.record import summary as summary_module
+    from nodes.sampling.sampler import Sampler
+
+    def no_workers(sampler, phase, seed_rank):
+        raise RuntimeError("the first error: the workers did not start")
+
+    def fails(*args):
+        raise RuntimeError(f"the {failing} failed")
+
+    monkeypatch.setattr(Sampler, "start", no_workers)
+    if failing == "checksum":
+        monkeypatch.setattr(summary_module, "param_checksum", fails)
+    else:
+        monkeypatch.setattr(node_module, "run_summary", fails)
+    cfg = compose("env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
+                  "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
+                  "sampler.batch_size=64", run_dir=str(tmp_path / "run"))
+    with pytest.raises(RuntimeError, match="the first error"):
+        node_module.Node(cfg).run()
+    s = summary(cfg.run_dir)
+    assert s["outcome"] == "failed", s
+    if failing == "checksum":  # the rest of the summary as always, without a checksum
+        assert s["param_checksums"] == [] and s["policy_version"] == 0, s

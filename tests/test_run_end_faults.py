@@ -56,10 +56,22 @@ def wait_for(proc, condition, timeout, what):
     raise AssertionError(f"{what}: not within {timeout} s\n{proc.communicate()[0][-3000:]}")
 
 
-def in_final_round(run_dir):
+def evaluators(sid):
+    """The pids of the run's evaluators (the processes of its session that name themselves so)."""
+    found = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getsid(int(d)) == sid and open(f"/proc/{d}/comm").read().strip() == "evaluator":
+                found.append(int(d))
+        except OSError:
+            continue
+    return found
+
+
+def in_final_round(proc, run_dir):
     """The evaluator's pid once the final checkpoint is written and the final round plays."""
-    players = glob.glob(os.path.join(run_dir, ".workers", "evaluator_pid*"))
-    return ckpt.latest(run_dir) and players and int(players[0].rsplit("pid", 1)[1])
+    players = evaluators(proc.pid)
+    return ckpt.latest(run_dir) and players and players[0]
 
 
 def stopped(pid):
@@ -117,7 +129,7 @@ def test_evaluator_killed_during_the_final_round(run_dir, nodes):
     dead evaluator, then hung with its workers alive)."""
     before = leftovers()
     proc = start(run_dir, nodes, FINAL_ROUND)
-    evaluator = wait_for(proc, lambda: in_final_round(run_dir), 90, "the final round")
+    evaluator = wait_for(proc, lambda: in_final_round(proc, run_dir), 90, "the final round")
     os.kill(evaluator, signal.SIGKILL)
     out, s = finish(proc, run_dir, before, 0, "finished")
     assert "the last evaluation round (at 3,0" in out and "was dropped: the evaluator exited unexpectedly" in out
@@ -166,7 +178,7 @@ def test_a_second_stop_signal_during_the_final_round(run_dir, nodes):
     process hung)."""
     before = leftovers()
     proc = start(run_dir, nodes, FINAL_ROUND)
-    wait_for(proc, lambda: in_final_round(run_dir), 90, "the final round")
+    wait_for(proc, lambda: in_final_round(proc, run_dir), 90, "the final round")
     os.killpg(proc.pid, signal.SIGTERM)
     time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: every process of its group

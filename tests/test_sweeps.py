@@ -82,15 +82,27 @@ def test_remove_and_add_keys_of_a_free_form_dict():
     assert proc.returncode == 2 and "add one with +env.shaping.HEALTH=<value>" in one_error_line(proc)
 
 
-def test_optuna_sweeper_samples_an_interval_and_maximises_the_reward(tmp_path):
-    sweep = str(tmp_path / "optuna")
-    run_module("launch.train", "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=2",
-               "hydra.sweeper.direction=maximize", "hydra.sweeper.sampler.seed=0", f"hydra.sweep.dir={sweep}", *TINY,
-               "sampler.rollout=16",
+def optuna_sweep(sweep_dir, storage) -> dict:
+    """One trial of the study `tiny` in `storage`, swept into `sweep_dir`: {job number: resolved config}."""
+    run_module("launch.train", "-m", "hydra/sweeper=optuna", "hydra.sweeper.n_trials=1",
+               "hydra.sweeper.direction=maximize", "hydra.sweeper.sampler.seed=0", f"hydra.sweep.dir={sweep_dir}",
+               f"hydra.sweeper.storage={storage}", "hydra.sweeper.study_name=tiny", *TINY, "sampler.rollout=16",
                "algo.lr=tag(log,interval(0.0005,0.005))", timeout=300)
-    got = points(sweep)
-    assert sorted(got) == [0, 1]
-    assert all(0.0005 <= c["algo"]["lr"] <= 0.005 for c in got.values())
-    rewards = [summary(os.path.join(sweep, str(n)))["mean_episode_reward"] for n in got]
-    result = yaml.safe_load(open(os.path.join(sweep, "optimization_results.yaml")))
-    assert result["best_value"] == pytest.approx(max(rewards))  # the objective each job returned
+    return points(sweep_dir)
+
+
+def test_optuna_sweeper_maximises_the_reward_and_resumes_a_stored_study(tmp_path):
+    """The same command run again (a preempted sweep, or a second Slurm job on the study) adds its
+    trials to the study in the sqlite file; each run sweeps into a directory of its own."""
+    import optuna
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    sweeps = [str(tmp_path / "first"), str(tmp_path / "again")]
+    rewards = []
+    for sweep in sweeps:
+        got = optuna_sweep(sweep, storage)
+        assert sorted(got) == [0] and 0.0005 <= got[0]["algo"]["lr"] <= 0.005
+        rewards.append(summary(os.path.join(sweep, "0"))["mean_episode_reward"])
+    trials = optuna.load_study(study_name="tiny", storage=storage).get_trials(states=[optuna.trial.TrialState.COMPLETE])
+    assert [t.value for t in trials] == pytest.approx(rewards)  # the objective each job returned, in order
+    result = yaml.safe_load(open(os.path.join(sweeps[1], "optimization_results.yaml")))
+    assert result["best_value"] == pytest.approx(max(rewards))  # the best of the whole study, both runs

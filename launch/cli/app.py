@@ -30,7 +30,7 @@ def check(cfg: Config) -> None:
         cfg.nodes = launched_size()
     validate(cfg)
     spec = check_env_config(cfg.env)
-    if spec.keys or ":" in cfg.model.encoder:  # (torch is imported only where a model is built)
+    if spec.keys or cfg.model.encoder != "auto":  # (torch is imported only where a model is built)
         from nodes.models.actor_critic import check_model
         check_model(spec, cfg.model)
     if cfg.run_dir and glob.glob(os.path.join(cfg.run_dir, "checkpoints", "checkpoint_*.pt")):

@@ -23,9 +23,9 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import ChoiceSweep, Override
 from hydra.errors import HydraException, MissingConfigException, OverrideParseException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import AnyNode, DictConfig, IntegerNode, OmegaConf
 from omegaconf.errors import (
     ConfigAttributeError,
     ConfigKeyError,
@@ -35,7 +35,7 @@ from omegaconf.errors import (
 )
 
 from launch.process.exits import refuse
-from nodes.errors import ConfigError, one_line
+from nodes.errors import ConfigError, did_you_mean, one_line
 
 CONF_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "conf")
 MAX_POINTS = 64  # a bigger sweep is checked value by value (each composition takes ~0.1 s)
@@ -95,6 +95,66 @@ def _line(o: Override, value: str) -> str:
     return key if o.is_delete() and value == "" else f"{key}={value}"
 
 
+# ----------------------------------------------------------------------------- whole numbers
+def _int_key(schema: Any, key: str) -> bool:
+    """`key` holds an integer in the schema: an int field, or an Any field whose default is one
+    (sampler.num_workers: an integer or auto)."""
+    node = schema
+    for part in key.split("."):
+        if not isinstance(node, DictConfig) or part not in node:
+            return False
+        node = node._get_node(part)
+    return isinstance(node, IntegerNode) or (isinstance(node, AnyNode) and type(node._value()) is int)
+
+
+def _whole(value: Any, key: str) -> Any:
+    if not isinstance(value, float):
+        return value
+    if not value.is_integer():
+        raise ConfigError(f"bad value for {key}: {value:g} is not a whole number")
+    return int(value)
+
+
+def _text(value: Any) -> str | None:
+    """An override's value as Hydra's grammar writes it; None for one this rewrite leaves alone."""
+    if value is None:
+        return "null"
+    if isinstance(value, int) or (isinstance(value, str) and value.isidentifier()):
+        return str(value)
+    return None
+
+
+def _whole_line(line: str, o: Override, schema: Any) -> str:
+    """One override line with its integral floats as integers (see whole_numbers)."""
+    if o.package is not None or o.value_type is None or o.is_hydra_override() or not _int_key(schema, o.key_or_group):
+        return line
+    sweep = o.value() if o.is_sweep_override() else None
+    if sweep is not None and (not isinstance(sweep, ChoiceSweep) or sweep.shuffle):
+        return line  # range() and interval() are the sweeper's, as written
+    values = sweep.list if sweep is not None else [o.value()]
+    if not any(isinstance(v, float) for v in values):
+        return line
+    texts = [_text(_whole(v, o.key_or_group)) for v in values]
+    if None in texts:
+        return line
+    body = ",".join(texts)
+    if sweep is not None and not sweep.simple_form:
+        body = f"choice({body})"
+    if sweep is not None and sweep.tags:
+        body = f"tag({','.join(sorted(sweep.tags))},{body})"
+    return f"{o.get_key_element()}={body}"
+
+
+def whole_numbers(lines: Sequence[str], schema: Any) -> list[str]:
+    """`lines` with each integral float given to an integer key of `schema` written as that integer
+    (train.max_env_frames=1e6 -> train.max_env_frames=1000000, a sweep's values too): users write
+    1e6, Hydra's grammar reads it as a float and OmegaConf takes no float for an int. A fraction
+    for an integer key is refused (ConfigError, one line naming the key)."""
+    if schema is None:
+        return list(lines)
+    return [_whole_line(line, o, schema) for line, o in zip(lines, parse(lines))]
+
+
 # ----------------------------------------------------------------------------- composing
 def _unknown_keys(cfg: Any, schema: Any, prefix: str = "") -> list[str]:
     """Keys of a composed config that its schema does not have (a `+key=` Hydra let through).
@@ -110,6 +170,21 @@ def _unknown_keys(cfg: Any, schema: Any, prefix: str = "") -> list[str]:
         else:
             out += _unknown_keys(cfg._get_node(key), schema._get_node(key), f"{prefix}{key}.")
     return out
+
+
+def _all_keys(schema: Any, prefix: str = "") -> list[str]:
+    """Every key of the schema, dotted (train, train.max_env_frames, ...): what an unknown key is
+    compared with for a suggestion."""
+    if not isinstance(schema, DictConfig) or OmegaConf.get_type(schema) in (dict, None):
+        return []
+    out = []
+    for key in schema:
+        out += [f"{prefix}{key}", *_all_keys(schema._get_node(key), f"{prefix}{key}.")]
+    return out
+
+
+def unknown_key(key: str, schema: Any) -> str:
+    return f"unknown config key '{key}'{did_you_mean(key, _all_keys(schema))}"
 
 
 def _free_form(schema: Any, key: str) -> bool:
@@ -133,7 +208,7 @@ def _composition_error(exc: BaseException, lines: Sequence[str], groups: dict[st
             parent, _, name = key.rpartition(".")
             return (f"{parent} has no key '{name}': add one with +{key}=<value>, remove one with "
                     f"~{parent}.<key> (Hydra merges a dict value into what is there)")
-        return f"unknown config key '{key}'"
+        return unknown_key(key, schema)
     if isinstance(cause, ValidationError) and key:
         return f"bad value for {key}: {one_line(cause)}"
     if isinstance(cause, ConfigTypeError) and key and "deletion" in str(cause):
@@ -145,15 +220,18 @@ def _composition_error(exc: BaseException, lines: Sequence[str], groups: dict[st
 
 def unknown_option(group: str, value: str, options: list[str]) -> str:
     if group == "env" and value.startswith("atari_"):
-        games = ", ".join(o for o in options if o.startswith("atari_"))
-        return f"unknown env '{value}' (Atari confs: {games}; any other game: env=atari env.id=ALE/<Game>-v5)"
-    return f"unknown {group} '{value}' (available: {', '.join(options)})"
+        games = [o for o in options if o.startswith("atari_")]
+        return (f"unknown env '{value}'{did_you_mean(value, games)} (Atari confs: {', '.join(games)}; any other "
+                "game: env=atari env.id=ALE/<Game>-v5)")
+    return f"unknown {group} '{value}'{did_you_mean(value, options)} (available: {', '.join(options)})"
 
 
 def _groups(loader, names) -> dict[str, list[str]]:
+    """{group: its options} of the config groups among `names` (a dotted key names none: Hydra's
+    groups nest with '/', and asking for each key's options would read conf/ again)."""
     out = {}
     for name in names:
-        if name and not name.startswith("hydra"):
+        if name and "." not in name and not name.startswith("hydra"):
             options = loader.get_group_options(name)
             if options:
                 out[name] = options
@@ -162,7 +240,10 @@ def _groups(loader, names) -> dict[str, list[str]]:
 
 def compose_checked(config_name: str, lines: Sequence[str], schema: Any = None) -> Any:
     """Compose `config_name` from conf/ with override lines; the typed object, or ConfigError
-    with one line. Hydra's global state is left as it was found (hydra.main initialises it)."""
+    with one line. Integral floats for integer keys are integers (whole_numbers). Hydra's global
+    state is left as it was found (hydra.main initialises it)."""
+    schema = schema if schema is not None else _schema(config_name)
+    lines = whole_numbers(lines, schema)
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         groups = _groups(loader, [ln.lstrip("+~").partition("=")[0] for ln in lines])
@@ -176,7 +257,7 @@ def compose_checked(config_name: str, lines: Sequence[str], schema: Any = None) 
             raise ConfigError(_composition_error(exc, lines, groups, schema)) from None
     unknown = _unknown_keys(cfg, schema if schema is not None else cfg)
     if unknown:
-        raise ConfigError(f"unknown config key '{unknown[0]}'")
+        raise ConfigError(unknown_key(unknown[0], schema if schema is not None else cfg))
     try:
         return OmegaConf.to_object(cfg)
     except OmegaConfBaseException as exc:
@@ -200,12 +281,14 @@ def sweep_points(overrides: list[Override], loader, all_points: bool) -> list[li
     return points
 
 
-def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name: str = "config") -> None:
+def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name: str = "config") -> list[str]:
     """Refuse (one line, exit 2) the first bad override or sweep point of a Hydra app's argv.
-    `check(cfg)` runs the semantic checks on each composed point (raises ConfigError)."""
+    `check(cfg)` runs the semantic checks on each composed point (raises ConfigError). Returns the
+    argv for Hydra to run (the entry point puts it in sys.argv, which Hydra's app reads): the same,
+    with integral floats for integer keys written as integers (whole_numbers: 1e6 -> 1000000)."""
     args = split_argv(argv)
     if args is None or args.help or args.hydra_help or args.info or args.shell_completion:
-        return
+        return list(argv)
     try:
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             loader = GlobalHydra.instance().config_loader()
@@ -230,5 +313,7 @@ def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name
                          if o.is_sweep_override()]
                 raise ConfigError(f"{exc} (sweep point {' '.join(where)})" if where and len(points) > 1
                                   else str(exc)) from None
+        whole = dict(zip(args.overrides, whole_numbers(args.overrides, _schema(config_name))))
     except ConfigError as exc:
         refuse(str(exc))
+    return [whole.get(a, a) for a in argv]

@@ -13,8 +13,9 @@ launch.train`, `launch.bench`, `launch.limit`, `launch.node`) calls `preload_tcm
 imports anything heavy: it runs the same command again in the same process (execve: the same pid,
 what torchrun, srun and Slurm's signals track) with LD_PRELOAD naming tcmalloc, which every
 process the node starts inherits. Nothing happens where tcmalloc is not installed (./setup.sh and
-the Dockerfile install it: Debian's libtcmalloc-minimal4), where it is already preloaded, or with
-DISTRL_MALLOC=system (glibc's malloc, as before).
+the Dockerfile install it: Debian's libtcmalloc-minimal4), where LD_PRELOAD already names a malloc
+library (tcmalloc itself, or the user's choice: jemalloc, mimalloc, ...; nodes.record.allocator
+knows them by name), or with DISTRL_MALLOC=system (glibc's malloc, as before).
 
 A Slurm job (launcher=slurm) runs on nodes whose libraries may not be the submitting host's: sbatch
 gets the environment without tcmalloc (`submitting_without_tcmalloc`), and the job script preloads
@@ -30,6 +31,8 @@ import os
 import shlex
 import sys
 
+from nodes.record.allocator import FAMILIES, allocator_of
+
 OPT_OUT = "DISTRL_MALLOC"  # =system: keep glibc's malloc
 LIBRARY = "tcmalloc_minimal"  # gperftools' allocator without its profilers
 KNOWN_PATHS = tuple(f"/usr/{lib}/libtcmalloc_minimal.so.4"
@@ -44,12 +47,21 @@ def tcmalloc_library() -> str | None:
     return ctypes.util.find_library(LIBRARY)
 
 
+def preloaded_allocator(preload: str) -> str | None:
+    """The malloc family that LD_PRELOAD's value already names, or None. Only a malloc library counts:
+    preloaded in front of one, tcmalloc would serve every allocation in its place (the first library
+    preloaded wins), overriding the user's choice; any other library (a profiler, an I/O tracer that a
+    cluster preloads) leaves malloc to glibc, and tcmalloc goes in front of it as where nothing is preloaded."""
+    return next((family for family in map(allocator_of, _entries(preload)) if family), None)
+
+
 def preload_tcmalloc(env: dict | None = None, execve=os.execve) -> None:
-    """Start this process again with tcmalloc preloaded, unless it is already, is not installed, or
-    DISTRL_MALLOC=system. Call before importing torch (the first run's imports are thrown away)."""
+    """Start this process again with tcmalloc preloaded, unless LD_PRELOAD names a malloc library
+    already (tcmalloc or the user's own), tcmalloc is not installed, or DISTRL_MALLOC=system. Call
+    before importing torch (the first run's imports are thrown away)."""
     env = os.environ if env is None else env
     preloaded = env.get("LD_PRELOAD", "")
-    if env.get(OPT_OUT) == "system" or LIBRARY in preloaded:
+    if env.get(OPT_OUT) == "system" or preloaded_allocator(preloaded):
         return
     library = tcmalloc_library()
     if library is None:
@@ -91,10 +103,12 @@ def submitting_without_tcmalloc(env=None):
 def job_preload_line(env=None) -> str:
     """A line of a job's shell script that preloads the first tcmalloc its node has: the one this
     host preloads, else Debian's paths; nothing on a node without one, where LD_PRELOAD already
-    names one, or with DISTRL_MALLOC=system (read on the node: sbatch exports the environment)."""
+    names a malloc library (preloaded_allocator's rule, by the same names), or with
+    DISTRL_MALLOC=system (read on the node: sbatch exports the environment)."""
     env = os.environ if env is None else env
     ours = [p for p in _entries(env.get("LD_PRELOAD", "")) if LIBRARY in p and p.startswith("/")]
     paths = " ".join(shlex.quote(p) for p in dict.fromkeys([*ours, *KNOWN_PATHS]))
-    return (f'if [ "${{{OPT_OUT}:-}}" != system ]; then case "${{LD_PRELOAD:-}}" in *{LIBRARY}*) ;; *) '
+    mallocs = "|".join(f"*{family}*" for family in FAMILIES)
+    return (f'if [ "${{{OPT_OUT}:-}}" != system ]; then case "${{LD_PRELOAD:-}}" in {mallocs}) ;; *) '
             f'for f in {paths}; do if [ -e "$f" ]; then export LD_PRELOAD="$f${{LD_PRELOAD:+:$LD_PRELOAD}}"; '
             'break; fi; done ;; esac; fi')

@@ -65,3 +65,25 @@ def run_log(run_dir: str):
         fh.close()
         root.setLevel(level)
 
+
+@contextlib.contextmanager
+def console_log(quiet: bool = False):
+    """A run's log lines on stdout as the command line shows them (Hydra's console handler: this
+    format, this stream) for the duration of the block, in a process that goes on after it
+    (launch.api); quiet: its warnings and errors only. None is added where the caller's own logging
+    has a console handler already: it shows them."""
+    root = logging.getLogger()
+    if any(type(h) is logging.StreamHandler and h.stream in (sys.stdout, sys.stderr) for h in root.handlers):
+        yield
+        return
+    console = logging.StreamHandler(sys.stdout)
+    console.setFormatter(logging.Formatter(FORMAT))
+    console.setLevel(logging.WARNING if quiet else logging.INFO)
+    level = root.level
+    root.addHandler(console)
+    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(console)
+        root.setLevel(level)

@@ -41,7 +41,11 @@ def run_rank(cfg: Config, world, stop_signals: Sequence[int] = DEFAULT_STOP_SIGN
         log.info("rank %d of %d (%s), rendezvous %s:%d, device %s, %d rollout workers on cores %s",
                  world.rank, world.size, world.source, world.master_addr, world.master_port, placement.device,
                  placement.num_workers, placement.worker_cores)
-    return run_node(cfg, DistPeers(world, cfg.sync, placement.device, rendezvous), stop_signals, placement)
+    try:  # the world's store and process group (a store address not this host's: one line, sync.listen)
+        peers = DistPeers(world, cfg.sync, placement.device, rendezvous)
+    except Exception as exc:  # noqa: BLE001 - reported as run_node reports what the node raises
+        return report(exc)
+    return run_node(cfg, peers, stop_signals, placement)
 
 
 def make_rendezvous(cfg: Config, node: int | None):

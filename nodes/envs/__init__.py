@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from nodes.errors import ConfigError
+from nodes.janitor import workdir_name
 
 
 @dataclass(frozen=True)
@@ -167,24 +168,37 @@ def make_envs(env_cfg, count: int, seed_of, groups: list[list[int]] | None = Non
     return envs
 
 
+# The env families whose engines write files of their own into the working directory: VizDoom
+# writes _vizdoom/ and _vizdoom.ini there, and instances starting at once in one directory race.
+# A process that runs them works in a directory of its own (env_workdir); every other env works
+# in the directory the run was launched from, where a relative path the user gives (env.kwargs:
+# crafter's stats_dir, RecordVideo's folder) points. Another such engine joins this list.
+OWN_WORKDIR_FAMILIES = ("doom",)
+
+
 def workdir_path(run_dir: str, name: str, pid: int) -> str:
-    """Process `pid`'s working directory (private_workdir): a process killed in it never removes it,
-    its parent (or the node's janitor: nodes/janitor.py, by this pattern) does."""
-    return os.path.join(run_dir, ".workers", f"{name}_pid{pid}")
+    """The working directory of this host's process `pid` (env_workdir): a process killed in it
+    never removes it, its parent (or the node's janitor: nodes/janitor.py, by this name) does."""
+    return os.path.join(run_dir, ".workers", workdir_name(name, pid))
 
 
 @contextlib.contextmanager
-def private_workdir(run_dir: str, name: str) -> Iterator[str]:
-    """Run the block in a working directory of its own under run_dir/.workers/, removed after.
+def env_workdir(env_cfg, run_dir: str, name: str) -> Iterator[None]:
+    """Run the block, which makes and steps env_cfg's envs, in the working directory they need.
 
-    VizDoom writes _vizdoom/ and _vizdoom.ini into the working directory, and instances starting
-    at once in one directory race; the pid keeps the directories of several ranks apart."""
+    An engine of OWN_WORKDIR_FAMILIES gets a directory of its own under run_dir/.workers/, named by
+    `name`, host and pid (several ranks, and nodes on several hosts, share the run directory),
+    removed after. Any other env stays where the process is: the directory the run was launched
+    from (workers start in their node's; Hydra's hydra.job.chdir is false)."""
+    if env_cfg.family not in OWN_WORKDIR_FAMILIES:
+        yield
+        return
     path = workdir_path(run_dir, name, os.getpid())
     os.makedirs(path, exist_ok=True)
     previous = os.getcwd()
     os.chdir(path)
     try:
-        yield path
+        yield
     finally:
         os.chdir(previous)
         shutil.rmtree(path, ignore_errors=True)

@@ -22,7 +22,7 @@ import functools
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec
-from nodes.errors import ConfigError, one_line
+from nodes.errors import ConfigError, did_you_mean, one_line
 
 # shared, never mutated: one of these (or NO_INFO) is every step's info
 _CLIP = {1.0: {"train_reward": 1.0}, -1.0: {"train_reward": -1.0}, 0.0: NO_INFO}
@@ -64,7 +64,9 @@ def check(env_cfg) -> None:
     gym = _gym()
     entry = gym.registry.get(env_cfg.id)
     if entry is None or not str(entry.entry_point).startswith("ale_py"):
-        raise ConfigError(f"unknown Atari env id '{env_cfg.id}' (an ale-py id such as ALE/Breakout-v5)")
+        ids = [k for k, e in gym.registry.items() if str(e.entry_point).startswith("ale_py")]
+        raise ConfigError(f"unknown Atari env id '{env_cfg.id}'{did_you_mean(env_cfg.id, ids)} (an ale-py id such as "
+                          "ALE/Breakout-v5)")
     if not env_cfg.grayscale:
         raise ConfigError("Atari envs support env.grayscale=true only")
     try:

@@ -37,7 +37,7 @@ import numpy as np
 
 from nodes import seeds
 from nodes.envs import NO_INFO, EnvSpec, doom_match
-from nodes.errors import ConfigError
+from nodes.errors import ConfigError, did_you_mean
 
 RENDER_W, RENDER_H = 160, 120
 TURN_DELTAS = np.linspace(-10.0, 10.0, 11)  # degrees per tic for TURN_LEFT_RIGHT_DELTA
@@ -72,8 +72,12 @@ def _check_scenario(env_cfg) -> None:
     """The scenario file, the screen size, the engine restarts and the action mode."""
     if not env_cfg.id.endswith(".cfg"):
         raise ConfigError(f"env.id for a VizDoom env must name a scenario .cfg, got '{env_cfg.id}'")
-    if not os.path.isfile(scenario_path(env_cfg)):
-        raise ConfigError(f"VizDoom scenario '{env_cfg.id}' is not bundled with vizdoom ({scenario_path(env_cfg)})")
+    path = scenario_path(env_cfg)
+    if not os.path.isfile(path):
+        folder = os.path.dirname(path)
+        bundled = [f for f in os.listdir(folder) if f.endswith(".cfg")] if os.path.isdir(folder) else []
+        raise ConfigError(f"VizDoom scenario '{env_cfg.id}' is not bundled with vizdoom"
+                          f"{did_you_mean(env_cfg.id, bundled)} ({path})")
     if env_cfg.width > RENDER_W or env_cfg.height > RENDER_H or min(env_cfg.width, env_cfg.height) < 16:
         raise ConfigError(f"env.width x env.height must be between 16x16 and {RENDER_W}x{RENDER_H}, "
                           f"got {env_cfg.width}x{env_cfg.height}")

@@ -20,7 +20,7 @@ import logging
 import numpy as np
 
 from nodes.envs import NO_INFO, EnvSpec, observations
-from nodes.errors import ConfigError, one_line
+from nodes.errors import ConfigError, did_you_mean, one_line
 
 TRUNCATED = {"truncated": True}  # a time limit's info: shared, never mutated
 
@@ -42,7 +42,7 @@ def check(env_cfg):
         if module:
             _import(module, f"env.id '{env_cfg.id}'")
         if name not in gym.registry:
-            raise ConfigError(f"unknown gymnasium env id '{env_cfg.id}'")
+            raise ConfigError(f"unknown gymnasium env id '{env_cfg.id}'{did_you_mean(name, gym.registry)}")
     env = _make(env_cfg)
     try:
         s = _spec_of(env_cfg, env)
@@ -108,9 +108,9 @@ def _make(env_cfg):
             hint = f"; pip install 'distrl[{extra}]'" if extra else ""
             raise ConfigError(f"env.id '{env_cfg.id}' needs a package that is not installed here "
                               f"({one_line(exc)}){hint}") from None
-    if env_cfg.rescale_actions and isinstance(env.action_space, gym.spaces.Box):
-        # the spec (bounds, random play, clipping) then reads -1..1 from the wrapped space
-        env = gym.wrappers.RescaleAction(env, -1.0, 1.0)
+    if env_cfg.rescale_actions:  # every Box, one or in a Tuple: the spec then reads -1..1 from the wrapped space
+        from nodes.envs.rescale import rescaled
+        env = rescaled(env)
     return env
 
 

@@ -19,10 +19,16 @@ This module is the evaluator process's body; the loop's side is nodes.evaluation
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import statistics
 import time
 
 from nodes import seeds
+
+# The evaluator names itself (its comm: what ps, top and pgrep show): it takes CPU from the rollout
+# workers while it plays, and its name tells it from them (they all run the fork server's python)
+NAME, PR_SET_NAME = b"evaluator", 15
 
 
 def member_models(state: dict) -> list[dict]:
@@ -35,12 +41,14 @@ def run_evaluator(cfg, requests, results) -> None:
     """The evaluator process: plays each request's members until it gets None."""
     import torch
 
-    from nodes.envs import env_spec, private_workdir
+    from nodes.envs import env_spec, env_workdir
     from nodes.evaluation.play import play
     from nodes.models.actor_critic import ActorCritic
 
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: it keeps python's name
+        ctypes.CDLL(None).prctl(PR_SET_NAME, NAME, 0, 0, 0)
     spec = env_spec(cfg.env)
-    with private_workdir(cfg.run_dir, "evaluator"):
+    with env_workdir(cfg.env, cfg.run_dir, "evaluator"):
         while True:
             request = requests.get()
             if request is None:

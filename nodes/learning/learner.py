@@ -251,7 +251,7 @@ class Learner:
         return state
 
     def load_state_dict(self, state: dict, path: str = "") -> None:
-        self.model.check_identity(state.get("model_identity"), path)
+        self.model.check_fit(state.get("model_identity"), state["model"], path)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         # the saved lr holds the saved launch's factor (and its algo.lr): this launch's base lr until

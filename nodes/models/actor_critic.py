@@ -23,7 +23,7 @@ from torch import nn
 from nodes.errors import ConfigError, one_line
 from nodes.models.encoders import ENCODERS
 from nodes.models.heads import ActionHeads
-from nodes.models.identity import check_identity, model_identity
+from nodes.models.identity import check_fit, model_identity
 from nodes.models.inputs import KeyedEncoder, build_custom, split_inputs
 from nodes.models.normalisers import RunningNorm
 
@@ -89,10 +89,13 @@ class ActorCritic(nn.Module):
             self.inputs.to_channels_last()
 
     def identity(self) -> str:
-        return self._identity
+        """The line its checkpoints record (nodes.models.identity)."""
+        return self._identity.line
 
-    def check_identity(self, saved: str | None, path: str) -> None:
-        check_identity(self._identity, saved, path)
+    def check_fit(self, saved: str | None, saved_tensors: dict, path: str) -> None:
+        """CheckpointError (one line: what changed) unless a checkpoint's model, its identity
+        `saved` and its state dict, fits this one (nodes.models.identity.check_fit)."""
+        check_fit(self._identity, saved, path, saved_tensors, self.state_dict())
 
     def _plain_encoder(self, spec, model_cfg) -> int:
         """The plain pair's encoder (+ measurements MLP); returns the features' width."""
@@ -240,31 +243,48 @@ class ActorCritic(nn.Module):
 
 
 def check_model(spec, model_cfg) -> None:
-    """Refuse (one line) a model that cannot be built for this env or whose encoder gives other
-    features than it declares: an env of named keys or a custom encoder is built once on the CPU
-    and a custom encoder run on a batch of two zero observations (the shipped envs' plain models
-    are not: their shapes are the tests', and the build costs ~80 ms of every launch)."""
-    if not spec.keys and ":" not in model_cfg.encoder:
+    """Refuse (one line) a model that cannot read this env's observation, or whose encoder gives
+    other features than it declares: it is built once on the CPU and run on a batch of two zero
+    observations. Not the shipped envs' plain models at model.encoder=auto: their shapes are the
+    tests', and the build costs ~80 ms of every launch; an encoder named by hand is checked as a
+    custom one is (mlp on an image fails only at its first forward)."""
+    if not spec.keys and model_cfg.encoder == "auto":
         return
     try:
         model = ActorCritic(spec, model_cfg)
     except ConfigError:
         raise
     except (RuntimeError, ValueError, KeyError, TypeError) as exc:  # a shape no layer takes
-        raise ConfigError(f"model={model_cfg.name} (model.encoder={model_cfg.encoder}) cannot be built for this env's "
-                          f"observation: {one_line(exc)}") from None
-    if not model.custom:
-        return
+        if spec.keys or model_cfg.encoder not in ENCODERS:
+            raise ConfigError(f"model={model_cfg.name} (model.encoder={model_cfg.encoder}) cannot be built for this "
+                              f"env's observation: {one_line(exc)}") from None
+        raise _cannot_read(spec, model_cfg, exc) from None
     obs = torch.zeros(2, *spec.obs_shape, dtype=torch.uint8 if spec.obs_dtype == np.uint8 else torch.float32)
+    meas = torch.zeros(2, spec.meas_size)
     try:
         with torch.no_grad():
-            out = model.inputs(split_inputs(spec, obs, torch.zeros(2, spec.meas_size)))
+            if not model.custom:
+                model.step(obs, meas, torch.zeros(2, model.state_size))
+                return
+            out = model.inputs(split_inputs(spec, obs, meas))
     except Exception as exc:  # noqa: BLE001 - whatever the user's forward raises, one line
+        if not model.custom:
+            raise _cannot_read(spec, model_cfg, exc) from None
         raise ConfigError(f"model.encoder '{model_cfg.encoder}': {type(exc).__name__} in forward on a batch "
                           f"of zero observations: {one_line(exc)}") from None
     if tuple(out.shape) != (2, model.inputs.out_size):
         raise ConfigError(f"model.encoder '{model_cfg.encoder}' declares out_size={model.inputs.out_size} but its "
                           f"forward gave {tuple(out.shape)} for a batch of 2 (expected (2, {model.inputs.out_size}))")
+
+
+def _cannot_read(spec, model_cfg, exc: BaseException) -> ConfigError:
+    """A shipped encoder that the env's plain observation does not fit: which one takes it."""
+    image = spec.is_image and len(spec.obs_shape) == 3
+    what = f"a {'x'.join(map(str, spec.obs_shape))} image" if image else f"a vector of {int(np.prod(spec.obs_shape))}"
+    takes = ": an image takes model.encoder=auto, conv, nature or impala" if image and model_cfg.encoder == "mlp" \
+        else ": a vector takes model.encoder=auto or mlp" if not image and model_cfg.encoder != "mlp" else ""
+    return ConfigError(f"model.encoder={model_cfg.encoder} cannot read this env's observation, {what}{takes} "
+                       f"({type(exc).__name__}: {one_line(exc)})")
 
 
 def _init(module: nn.Module) -> None:

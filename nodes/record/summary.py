@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from nodes.models.numerics import param_checksum
+from nodes.record.allocator import allocator
 from nodes.record.stats import merged_match, merged_reward
 
 SUMMED = ("global_samples", "stop_voted", "sync_s", "step_s", "policy_lag_max")
@@ -40,15 +41,6 @@ def checksums(node, collective: bool) -> list[list[str]]:
     return out
 
 
-def allocator() -> str:
-    """'tcmalloc' where this process has it mapped, else 'system' (glibc's malloc)."""
-    try:
-        with open("/proc/self/maps") as f:
-            return "tcmalloc" if "libtcmalloc" in f.read() else "system"
-    except OSError:
-        return "system"
-
-
 def run_summary(node, outcome: str, member_sums: list[list[str]]) -> dict:
     """summary.json, with each member's checksums (`checksums`). `seconds` and `fps` run from launch
     to exit (start-up and shutdown included, as a user's wall clock sees them); `train_seconds` and
@@ -73,7 +65,7 @@ def run_summary(node, outcome: str, member_sums: list[list[str]]) -> dict:
         engine_restarts=int(sum(row.engine_restarts for row in rows)),  # all ranks: agent matches restarted
         samples_per_rank=[int(x) for x in node.ranks.samples],
         sync_share_per_rank=node.ranks.sync_shares(),
-        allocator=allocator(),  # tcmalloc where the entry point preloaded it (launch/process/allocator.py)
+        allocator=allocator(),  # tcmalloc, preloaded by the entry point, or the user's own (nodes.record.allocator)
     )
     if node.evaluation.enabled:  # rounds, the last and the best (eval.jsonl has every round)
         summary.update(eval=node.evaluation.summary())

@@ -18,7 +18,7 @@ import numpy as np
 
 from nodes import seeds
 from nodes.config.layout import in_rounds
-from nodes.envs import action_converter, env_spec, make_envs, private_workdir
+from nodes.envs import action_converter, env_spec, env_workdir, make_envs
 from nodes.population.assignment import Assignment
 from nodes.record.profile import ROLLOUT, Clock, rollout_row
 from nodes.sampling.buffers import env_groups
@@ -251,7 +251,7 @@ class GroupStepper:
 
 def run_rollout_worker(cfg, rank: int, worker: int, buffers, channels, control, random_actions: bool = False) -> None:
     envs = []
-    with private_workdir(cfg.run_dir, f"rollout{worker}"):
+    with env_workdir(cfg.env, cfg.run_dir, f"rollout{worker}"):
         try:
             k = cfg.sampler.envs_per_worker
             groups = [[e - worker * k for e in group] for group in env_groups(cfg.sampler)[worker]]
