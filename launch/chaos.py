@@ -13,6 +13,9 @@ average, `seed` seeds the draw), each kind in turn from a shuffled bag:
 - cut: the link of a host that is not the store's set down, up again CUT_S later (nothing crosses);
 - join: `python -m launch.node RUN_DIR` on a free host (a node joining the run).
 
+`bench.chaos_faults=[kill,join,freeze,kill_store]` injects those kinds in that order instead (then
+no more), at the same pace and under the same rules.
+
 Faults hit healthy nodes only: none frozen or cut off now or in the last SETTLE_S, no young
 joiner. One that would leave fewer than 2 healthy nodes becomes a join, and one that cannot be
 done now (no free host, the store's host not healthy) is skipped. The cut spares the store's
@@ -72,6 +75,8 @@ def check_chaos(cfg) -> None:
     need(cfg.train.max_env_frames > 0, "launch.chaos ends with a finished run: set train.max_env_frames")
     need(cfg.bench.chaos_s > 0 and cfg.bench.chaos_every_s > 0,
          "bench.chaos_s and bench.chaos_every_s must be > 0")
+    unknown = [k for k in cfg.bench.chaos_faults if k not in FAULTS]
+    need(not unknown, f"bench.chaos_faults: unknown fault {', '.join(map(str, unknown))} (known: {', '.join(FAULTS)})")
     from launch.spawn import hosts
     hosts.check_machine(cfg.nodes + 1, "launch.chaos", "nodes + 1 (a spare host for joins)")
 
@@ -248,7 +253,8 @@ def soak(obj) -> dict:
     os.makedirs(os.path.join(obj.run_dir, "chaos"), exist_ok=True)
     shm_before = set(os.listdir("/dev/shm"))
     reset(obj.run_dir)
-    faults, bag = [], []
+    scripted = bool(b.chaos_faults)  # these, in order, and no more
+    faults, bag = [], list(reversed(b.chaos_faults))
     with Network(obj.nodes + 1, parse_rate(obj.launcher.link)) as net:
         fleet = Fleet(obj.run_dir, net, [Host(i) for i in range(obj.nodes + 1)])
         fleet.start_world(obj.nodes)
@@ -259,7 +265,7 @@ def soak(obj) -> dict:
             while fleet.live() or fleet.mends:
                 fleet.reap()
                 fleet.mend_due()
-                if clock.due(fleet):
+                if clock.due(fleet) and (bag or not scripted):
                     bag = bag or rng.sample(FAULTS, len(FAULTS))
                     kind, host = choose(bag.pop(), fleet, rng)
                     if host is not None:
@@ -327,5 +333,5 @@ def main(cfg) -> None:
 
 
 if __name__ == "__main__":
-    check_command(sys.argv[1:], check)
+    sys.argv[1:] = check_command(sys.argv[1:], check)  # what Hydra's app reads: 1e6 as 1000000 for an int key
     main()

@@ -20,10 +20,11 @@ SMALL = ["nodes=3", "launcher=hosts", *FAST_GYM, "sampler.num_workers=1", "model
 
 def test_a_small_soak_survives_the_store_host_killed_and_a_join(tmp_path):
     run = tmp_path / "soak"
-    # seed 31 draws kill_store first (~6 s after the world formed), then a freeze (~17 s later), which
-    # with 2 nodes left becomes a join. SlowBandit's 2 ms steps cap a node at ~450 frames/s whatever the
-    # machine, so the run's 50k frames last past the join (~10 s to start) on a fast machine too
+    # bench.chaos_faults: kill_store (~6 s after the world formed), then a join (~12 s later), and no
+    # more. SlowBandit's 2 ms steps cap a node at ~450 frames/s whatever the machine, so the run's 50k
+    # frames last past the join (~10 s to start) on a fast machine too
     proc = run_module("launch.chaos", f"hydra.run.dir={run}", *SMALL, "env.id=tests.envs:SlowBandit-v0", "seed=31",
+                      "bench.chaos_faults=[kill_store,join]",
                       "train.max_env_frames=50000", "bench.chaos_s=25", "bench.chaos_every_s=12", timeout=400,
                       check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
@@ -59,6 +60,8 @@ def test_a_small_soak_survives_the_store_host_killed_and_a_join(tmp_path):
     (["launcher=local"], "launch.chaos runs the nodes on emulated hosts: use launcher=hosts"),
     (["train.max_env_frames=0"], "launch.chaos ends with a finished run: set train.max_env_frames"),
     (["sync.elastic=false"], "launch.chaos kills and adds nodes: it needs sync.elastic=true"),
+    (["bench.chaos_faults=[kill,melt]"], "bench.chaos_faults: unknown fault melt (known: kill, kill_store, freeze, "
+                                         "cut, join)"),
     (["nodes=999"], "launch.chaos runs 2 to "),
 ])
 def test_bad_soak_input_is_one_line_before_anything_starts(tmp_path, overrides, message):

@@ -18,9 +18,11 @@ import sys
 import time
 
 from launch.process.exits import stop_signal
+from launch.spawn.joiners import wait_for_joiners
 from nodes.config.schema import Config
 from sync.launches import ENV as launch_env
 from sync.launches import new_launch
+from sync.rendezvous import current_world
 
 log = logging.getLogger("launch.spawn.local")
 
@@ -43,20 +45,30 @@ def grace_s(cfg: Config) -> float:
 def spawn_nodes(cfg: Config) -> int:
     """Run cfg.nodes ranks of the run in cfg.run_dir (its config.yaml already written) to the end.
     Once one fails, the others get grace_s(cfg) to notice and stop on their own; a rank still
-    running then (e.g. frozen) is terminated, then killed; so are ranks that all stayed stopped
+    running then (e.g. frozen) is ended (_end_the_rest); so are ranks that all stayed stopped
     (SIGSTOP) for as long. Elastic: a failed rank leaves the others running (they re-form the world
-    without it), and the grace starts when one finishes or the run's summary is written; the exit
-    code is 0 when any rank finished and the summary says the run did, else the first a rank
-    returned by itself (75: below sync.min_nodes)."""
+    without it), and the grace starts when one finishes or the run's summary is written; once every
+    rank ended, nodes that joined the run may carry it on (launch.spawn.joiners); the exit code is 0
+    when the summary says the run finished, else the first a rank returned by itself (75: below
+    sync.min_nodes)."""
     elastic, grace = cfg.sync.elastic, grace_s(cfg)
     if elastic:
         from sync.rendezvous import reset
         reset(cfg.run_dir)  # a new launch of the run: the last launch's generations are forgotten
     launched = time.time()
+
+    def over() -> bool:
+        return elastic and run_outcome(cfg.run_dir, launched) is not None
+
+    def world():
+        return current_world(cfg.run_dir) if elastic else None
+
     with _network(cfg) as net:
         procs = _start(cfg.run_dir, cfg.nodes, cfg.sync.master_port or free_port(), net)
-        with _forwarding_signals(procs):
-            codes = _wait(procs, grace, elastic, lambda: elastic and run_outcome(cfg.run_dir, launched) is not None)
+        with _forwarding_signals(procs) as asked:
+            codes = _wait(procs, grace, elastic, over, world)
+            if elastic and not over() and not asked:
+                wait_for_joiners(cfg, set(range(len(procs))), over, asked)
         if net is not None:
             sent = net.sent_bytes()
             log.info("bytes each host sent over its link: %s", " ".join(f"{b:,}" for b in sent))
@@ -107,15 +119,19 @@ def node_command(run_dir: str, world: tuple[int, int, str, int] | None, net=None
 
 @contextlib.contextmanager
 def _forwarding_signals(procs: list[subprocess.Popen]):
-    """Ctrl-C / SIGTERM go to every rank still running: they stop together after an iteration."""
+    """Ctrl-C / SIGTERM go to every rank still running: they stop together after an iteration.
+    Yields the list of the signals received (the user's requests), in order."""
+    asked: list[int] = []
+
     def forward(signum, frame):
+        asked.append(signum)
         for p in procs:
             if p.poll() is None:
                 p.send_signal(signum)
 
     old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        yield
+        yield asked
     finally:
         for s, h in old.items():
             signal.signal(s, h)
@@ -145,11 +161,13 @@ def stopped(p: subprocess.Popen) -> bool:
     return stat[stat.rindex(")") + 2] in "Tt"
 
 
-def _wait(procs: list[subprocess.Popen], grace: float, elastic: bool, over=lambda: False) -> dict[int, int]:
-    """{rank: exit code} once every rank ended, by itself or terminated `grace` s after the grace
-    started: a rank ended (_collect says which end starts it), `over()` (the run is over: its
-    summary is written), or every rank still running is stopped and stays so (it cannot make
-    progress; a rank that goes on meanwhile restarts that count)."""
+def _wait(procs: list[subprocess.Popen], grace: float, elastic: bool, over=lambda: False,
+          world=lambda: None) -> dict[int, int]:
+    """{rank: exit code} once every rank ended, by itself or ended by _end_the_rest `grace` s after
+    the grace started: a rank ended (_collect says which end starts it), `over()` (the run is over:
+    its summary is written), or every rank still running is stopped and stays so (it cannot make
+    progress; a rank that goes on meanwhile restarts that count). `world()`: the elastic run's
+    current generation (sync.rendezvous.current_world), None when unknown."""
     codes: dict[int, int] = {}
     deadline = frozen_since = None
     while len(codes) < len(procs):
@@ -158,7 +176,7 @@ def _wait(procs: list[subprocess.Popen], grace: float, elastic: bool, over=lambd
         running = [p for r, p in enumerate(procs) if r not in codes]
         frozen_since = (frozen_since or time.time()) if running and all(map(stopped, running)) else None
         if (deadline and time.time() > deadline) or (frozen_since and time.time() > frozen_since + grace):
-            _end_the_rest(procs, codes, grace)
+            _end_the_rest(procs, codes, grace, world())
         time.sleep(0.2)
     return codes
 
@@ -181,9 +199,22 @@ def _collect(procs: list[subprocess.Popen], codes: dict[int, int], elastic: bool
     return starts
 
 
-def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: float) -> None:
+def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: float, world=None) -> None:
+    """End the ranks still running. A rank of an elastic run that the world has dropped (not a member
+    of its current generation `world`) is SIGKILLed: it holds nothing the run needs, and a stop
+    signal would wake it (SIGCONT) into the world, where its stop would be a vote that ends the run
+    for the healthy nodes (its janitor cleans up after it). Any other rank is asked to stop (SIGTERM,
+    SIGCONT if it is stopped), then killed if it has not within 10 s."""
     for rank, p in enumerate(procs):
         if rank in codes:
+            continue
+        if world is not None and rank not in world.members:
+            log.error("node rank %d still running %.0f s after a peer ended, the run was over or every rank left "
+                      "was stopped; the world dropped it (generation %d: nodes %s): killing it", rank, grace,
+                      world.number, list(world.members))
+            p.kill()
+            p.wait()
+            codes[rank] = p.returncode
             continue
         log.error("node rank %d still running %.0f s after a peer ended, the run was over or every rank left "
                   "was stopped: terminating it", rank, grace)
@@ -200,11 +231,12 @@ def _end_the_rest(procs: list[subprocess.Popen], codes: dict[int, int], grace: f
 
 def _exit_code(codes: list[int], elastic: bool, outcome: str | None = "finished") -> int:
     """The launch's exit code from its ranks' (a rank killed by a signal, -N, counts as a shell
-    shows it: 128 + N). Elastic: 0 when a rank finished and the run's summary says it finished
-    (`outcome`: a writer that failed its final checkpoint after the others finished, or was killed
-    then, ended the run otherwise)."""
+    shows it: 128 + N). Elastic: 0 when the run's summary says it finished (`outcome`), whoever
+    wrote it (a rank of this launch, or a node that joined the run after this launch's ranks were
+    lost); a writer that failed its final checkpoint after the others finished, or was killed then,
+    ended the run otherwise."""
     bad = [c for c in codes if c != 0]
-    if not bad or (elastic and len(bad) < len(codes) and outcome == "finished"):
+    if not bad or (elastic and outcome == "finished"):
         return 0
     code = bad[0]
     if elastic:  # the code of a rank that ended on its own (not killed) tells how the run ended

@@ -24,6 +24,9 @@ class BenchConfig:
     # from the world's first formation (then it trains on to train.max_env_frames)
     chaos_s: float = 1800.0
     chaos_every_s: float = 120.0  # launch.chaos: mean gap between faults (each uniform in 0.5x to 1.5x of it)
+    # launch.chaos: these kinds in this order (e.g. [kill,join,freeze,kill_store]), then no more faults;
+    # empty: every kind in turn from a shuffled bag, for the whole window
+    chaos_faults: list[str] = field(default_factory=list)
     # launch.scaling (the cluster on paper): all-reduces are timed in gloo groups of these many local ranks
     scaling_ranks: list[int] = field(default_factory=lambda: [2, 4, 8])
     scaling_repeats: int = 10  # launch.scaling: timed all-reduces per size and rank count (the median)
