@@ -1,6 +1,8 @@
 """launch.bench prints the three phases and one JSON line whose ratios match its figures; a signal stops
-it with one line."""
+it with one line. The soak script (benchmarks/soak.py) names a run's processes by kind and fits each
+kind's slope after the warm-up."""
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -118,3 +120,56 @@ def test_sigterm_stops_the_bench_with_one_line(tmp_path):
     assert "Traceback" not in out + err, err[-3000:]
     assert err.strip().splitlines()[-1] == "bench: stopped by SIGTERM", err
     assert not (tmp_path / "b").exists()
+
+
+def _soak_modules():
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    import soak
+    import soak_report
+    return soak, soak_report
+
+
+def test_soak_report_fits_each_kinds_slope_after_the_warm_up():
+    _, report = _soak_modules()
+    mb = 1 << 20
+
+    def sample(t):
+        node = dict(n=1, pss=(100 + t / 60 + 5 * (t // 60 % 2)) * mb, rss=200 * mb, fds=50, threads=4)
+        procs = {"node": node, **({"evaluator": dict(n=1, pss=30 * mb, rss=30 * mb, fds=9, threads=1)}
+                                  if t // 60 % 2 else {})}
+        runs = {"a": dict(procs=procs, dir=dict(tb=t * 10, checkpoints=0, logs=0, other=0))}
+        if t <= 1200:  # run b ends at 20 min: no zeros after its end
+            runs["b"] = dict(procs={"node": dict(n=2, pss=50 * mb, rss=60 * mb, fds=20, threads=2)}, dir={})
+        return dict(t=t, runs=runs, machine=dict(bytes=10 * mb, entries=3))
+
+    rows = {(r["run"], r["kind"], r["metric"]): r for r in report.rows([sample(60 * i) for i in range(31)], 600)}
+    node = rows[("a", "node", "pss")]  # 1 MB a minute under a 5 MB swing: 60 MB an hour
+    assert node["at_skip"] == 110 * mb and node["end"] == 130 * mb and abs(node["slope_h"] / mb - 60) < 1.5
+    assert rows[("a", "evaluator", "pss")]["n"] == "0-1"  # absent in every other sample: counted 0 there
+    assert rows[("a", "run dir", "tb")]["slope_h"] == 36000 and rows[("a", "node", "fds")]["slope_h"] == 0
+    b = rows[("b", "node", "pss")]
+    assert b["n"] == "2" and b["end"] == 50 * mb and b["slope_h"] == 0
+    assert rows[("machine", "/dev/shm", "entries")]["pct_h"] == 0
+    assert "| a | node | 1 | pss | 110.0 MB | 130.0 MB |" in report.table([sample(60 * i) for i in range(31)], 600)
+
+
+def test_soak_names_each_process_of_a_run_by_kind():
+    soak, _ = _soak_modules()
+    py, fs = "/usr/bin/python", "-c from multiprocessing.forkserver import main; main(4, 6)"
+    table = [(10, 1, 0, [py, "-m", "launch.train", "nodes=2"], "python"),
+             (11, 10, 0, [py, "-m", "launch.node", "/run"], "python"),
+             (12, 11, 0, [py, "-B", fs], "python"), (13, 11, 0, [py, "/x/nodes/janitor.py", "11"], "python"),
+             (14, 11, 0, [py, "-B", "-c", "from multiprocessing.resource_tracker import main;main(4)"], "python"),
+             (20, 12, 5, [py, "-B", fs], "python"), (15, 12, 7, [py, "-B", fs], "python"),
+             (16, 12, 7, [py, "-B", fs], "python"), (17, 12, 9, [py, "-B", fs], "evaluator"),
+             (18, 17, 9, ["/v/vizdoom", "+viz_instance_id", "x"], "vizdoom"),
+             (19, 16, 9, ["/v/vizdoom"], "vizdoom"), (21, 12, 9, [py, "-B", fs], "store_keeper"),
+             (30, 1, 0, [py, "-m", "launch.train", "env=doom_basic"], "python")]
+    procs = {pid: soak.Proc(pid, ppid, pid if pid == 30 else 10, start, comm, argv)  # 30: a session of its own
+             for pid, ppid, start, argv, comm in table}
+    kinds = {pid: soak.kind_of(p, procs) for pid, p in procs.items()}
+    soak.name_workers(kinds, procs, policy_workers=1)
+    assert kinds == {10: "launcher", 11: "node", 12: "fork server", 13: "janitor", 14: "resource tracker",
+                     20: "policy worker", 15: "rollout worker", 16: "rollout worker", 17: "evaluator",
+                     18: "evaluator's engine", 19: "vizdoom engine", 21: "store keeper", 30: "node"}
+    assert soak.members(10, procs) == [10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]
