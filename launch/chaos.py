@@ -51,7 +51,7 @@ from launch.cli.app import check as check_config
 from launch.cli.app import hydra_run_dir, resolve
 from launch.cli.overrides import check_command
 from launch.process.exits import refuse
-from launch.process.resolved import write_resolved
+from launch.process.resolved import discard_pending, write_resolved
 from launch.spawn.local import free_port, node_command
 from launch.tools import chaos_report
 from nodes.errors import ConfigError, need
@@ -322,6 +322,7 @@ def main(cfg) -> None:
     try:
         check_chaos(obj)
     except ConfigError as exc:
+        discard_pending(obj.run_dir)  # Hydra's record of a launch refused: nothing is left
         refuse(str(exc))
     write_resolved(obj)
     log.info("run directory: %s", obj.run_dir)

@@ -69,3 +69,4 @@ def test_bad_soak_input_is_one_line_before_anything_starts(tmp_path, overrides, 
                       *overrides, check=False, timeout=60)
     assert proc.returncode == 2 and message in one_error_line(proc)
     assert not os.path.exists(tmp_path / "run" / "config.yaml")
+    assert not os.path.exists(tmp_path / "run" / ".hydra.launch")  # Hydra's record of the refused launch
