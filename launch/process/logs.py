@@ -50,20 +50,15 @@ def run_log(run_dir: str):
     """A run's train.log and its tracebacks for the duration of the block, in a process that goes on
     after it (launch.api): the caller's handlers and level are left as they were, and the file is
     closed after."""
-    root = logging.getLogger()
     fh = logging.FileHandler(os.path.join(run_dir, "train.log"))
     fh.setFormatter(logging.Formatter(FORMAT))
-    level = root.level
-    root.addHandler(fh)
     TRACEBACKS.addHandler(fh)
-    root.setLevel(min(level, logging.INFO) if level else logging.INFO)
     try:
-        yield
+        with _root_handler(fh):
+            yield
     finally:
-        root.removeHandler(fh)
         TRACEBACKS.removeHandler(fh)
         fh.close()
-        root.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -79,11 +74,20 @@ def console_log(quiet: bool = False):
     console = logging.StreamHandler(sys.stdout)
     console.setFormatter(logging.Formatter(FORMAT))
     console.setLevel(logging.WARNING if quiet else logging.INFO)
+    with _root_handler(console):
+        yield
+
+
+@contextlib.contextmanager
+def _root_handler(handler: logging.Handler):
+    """`handler` on the root logger for the block, the root's level lowered to INFO at most (the
+    run's lines reach it); both as they were after."""
+    root = logging.getLogger()
     level = root.level
-    root.addHandler(console)
+    root.addHandler(handler)
     root.setLevel(min(level, logging.INFO) if level else logging.INFO)
     try:
         yield
     finally:
-        root.removeHandler(console)
+        root.removeHandler(handler)
         root.setLevel(level)
