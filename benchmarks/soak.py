@@ -239,8 +239,10 @@ def start_runs(out_dir: str, names: list[str], minutes: float, extra: dict[str, 
     runs = []
     for name in names:
         run_dir = os.path.join(out_dir, name)
-        cmd = [sys.executable, "-m", "launch.train", *RUNS[name], *shlex.split(extra.get(name, "")),
-               f"train.max_seconds={minutes * 60:g}", f"hydra.run.dir={run_dir}"]
+        # no frame limit (train.max_env_frames=0): doom_basic's default 10M ends a run of ~2,300
+        # frames/s after about 72 minutes, before a 2-hour soak is over; the time limit ends it
+        cmd = [sys.executable, "-m", "launch.train", *RUNS[name], "train.max_env_frames=0",
+               *shlex.split(extra.get(name, "")), f"train.max_seconds={minutes * 60:g}", f"hydra.run.dir={run_dir}"]
         with open(os.path.join(out_dir, f"{name}.out"), "wb") as out:
             p = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         runs.append(Run(name, p.pid, run_dir, cmd, p))

@@ -6,6 +6,8 @@ config (docs/python-api.md).
     summary = api.train(cfg, run_dir="runs/cartpole")       # summary.json's contents
     result = api.evaluate("runs/cartpole", episodes=20)      # mean reward of the latest checkpoint
     api.enjoy("runs/cartpole", "enjoy.video=true")           # launch.enjoy's options
+    api.export("runs/cartpole")                              # runs/cartpole/export: ONNX, TorchScript, card
+    api.evaluate("hf://user/name", episodes=5)               # an export on the Hugging Face Hub, or its folder
 
 `config` composes conf/config.yaml with Hydra's override grammar (the command line's); `env_make=`
 and `model_encoder=` take your own function and nn.Module class as objects. The run is the
@@ -224,7 +226,8 @@ class _HeldRefusal(io.TextIOBase):
 
 def evaluate(run_dir: str, *overrides: str, episodes: int = 10) -> dict[str, Any]:
     """The latest checkpoint of run_dir played for `episodes` episodes (launch.enjoy's options as
-    overrides: "enjoy.greedy=true", "enjoy.checkpoint=best"); returns its figures."""
+    overrides: "enjoy.greedy=true", "enjoy.checkpoint=best"); returns its figures. run_dir may be
+    an export folder or hf://user/name (an export on the Hugging Face Hub)."""
     return _enjoy(run_dir, [f"enjoy.episodes={episodes}", *overrides])
 
 
@@ -233,20 +236,33 @@ def enjoy(run_dir: str, *overrides: str) -> dict[str, Any]:
     return _enjoy(run_dir, list(overrides))
 
 
-def _enjoy(run_dir: str, overrides: list[str]) -> dict[str, Any]:
-    import contextlib
-    import io
+def export(run_dir: str, *overrides: str) -> dict[str, Any]:
+    """launch.export in this process (its options as overrides: "format=onnx", "checkpoint=best",
+    "out=PATH"); returns the folder and its files."""
+    from launch import export as export_cmd
+    return _in_process(export_cmd.run, "launch.export", [f"run_dir={os.path.abspath(run_dir)}", *overrides])
 
+
+def _enjoy(run_dir: str, overrides: list[str]) -> dict[str, Any]:
     from launch import enjoy as enjoy_cmd
+    from launch.share.loading import HUB
+    where = run_dir if run_dir.startswith(HUB) else os.path.abspath(run_dir)
+    result = _in_process(enjoy_cmd.run, "launch.enjoy", [f"run_dir={where}", *overrides])
+    print(result.pop("said"), flush=True)
+    return result
+
+
+def _in_process(run, name: str, argv: list[str]) -> dict[str, Any]:
+    """An entry point's run(argv) in this process: its refusal (the one `error:` line and exit 2 of
+    the command line) becomes a ConfigError whose message is that line."""
     err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(err):  # a refusal's one line becomes the ConfigError's
-            result = enjoy_cmd.run([f"run_dir={os.path.abspath(run_dir)}", *overrides])
+        with contextlib.redirect_stderr(err):
+            result = run(argv)
     except SystemExit:
         lines = err.getvalue().splitlines()
         refusal = [ln for ln in lines if ln.startswith("error: ")]
         sys.stderr.write("".join(ln + "\n" for ln in lines if ln not in refusal[-1:]))  # the rest, as it came
-        raise ConfigError(refusal[-1].removeprefix("error: ") if refusal else "launch.enjoy refused") from None
+        raise ConfigError(refusal[-1].removeprefix("error: ") if refusal else f"{name} refused") from None
     sys.stderr.write(err.getvalue())  # warnings, as they came
-    print(result.pop("said"), flush=True)
     return result

@@ -12,6 +12,10 @@ self-play duel's policy against a bot: enjoy.agents=1 enjoy.bots=1). A populatio
 (population.size > 1) plays member enjoy.policy (default 0); in a match between agents enjoy.seats
 gives each seat its member (enjoy.seats=[0,1]: member 0 against member 1, scored as seat 0).
 
+run_dir may also be an export (launch.export's folder: its one policy, from model.safetensors) or
+hf://user/name[@revision], an export on the Hugging Face Hub (fetched into the local Hugging Face
+cache: launch.share.loading); an export's video goes to ./videos/ unless enjoy.video_path says.
+
 Arguments are Hydra overrides of `EnjoyArgs`, checked by the same code as launch.train's
 (launch.cli.overrides.compose_checked): bad ones are refused in one line with exit code 2.
 """
@@ -21,11 +25,13 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 from dataclasses import dataclass, field
 
 from launch.cli import overrides
 from launch.cli.overrides import compose_checked, register
 from launch.process.exits import exit_now, refuse
+from launch.share.loading import is_export, load_policy, local_folder
 from nodes.envs import env_workdir
 from nodes.errors import ConfigError, one_line
 
@@ -78,51 +84,13 @@ def parse(argv) -> EnjoyArgs:
             message += f" (options: {OPTIONS})"
         refuse(message)
     if not args.run_dir:
-        refuse("run_dir=PATH is required (a directory written by launch.train)")
+        refuse("run_dir=PATH is required (a directory written by launch.train, an export, or hf://user/name)")
+    args.run_dir = local_folder(args.run_dir)
     if not os.path.isfile(os.path.join(args.run_dir, "config.yaml")):
-        refuse(f"{args.run_dir} is not a run directory (no config.yaml)")
+        refuse(f"{args.run_dir} is not a run directory or an export (no config.yaml)")
     if args.enjoy.episodes < 1:
         refuse(f"enjoy.episodes must be >= 1, got {args.enjoy.episodes}")
     return args
-
-
-def checkpoint_path(cfg, which: str) -> str:
-    """The checkpoint enjoy.checkpoint names: the run's latest, its best evaluated one, or a file."""
-    from nodes.evaluation.journal import best_path
-    from nodes.record import checkpoint as ckpt
-    if which == "latest":
-        path = ckpt.latest(cfg.run_dir)
-        if path is None:
-            refuse(f"no checkpoint in {ckpt.checkpoint_dir(cfg.run_dir)} (train first, or pass enjoy.random=true)")
-        return path
-    path = best_path(cfg.run_dir) if which == "best" else which
-    if not os.path.isfile(path):
-        refuse(f"enjoy.checkpoint={which}: no file {path}" + (" (the run evaluated nothing: eval.every_frames)"
-                                                                if which == "best" else ""))
-    return path
-
-
-def load_policy(cfg, members=(0,), which: str = "latest"):
-    """([a model per entry of `members`], checkpoint path, the member's checkpoint state) from the
-    checkpoint enjoy.checkpoint names; a population's checkpoint holds every member's."""
-    from nodes.envs import env_spec
-    from nodes.models.actor_critic import ActorCritic
-    from nodes.record import checkpoint as ckpt
-    path = checkpoint_path(cfg, which)
-    models = []
-    try:
-        state = ckpt.load(path)
-        saved = state.get("population", [state])
-        for k in members:
-            if not 0 <= k < len(saved):
-                refuse(f"member {k}: the run's population has members 0..{len(saved) - 1}")
-            model = ActorCritic(env_spec(cfg.env), cfg.model)
-            model.check_fit(saved[k].get("model_identity"), saved[k]["model"], path)
-            model.load_state_dict(saved[k]["model"])
-            models.append(model.eval())
-    except (ckpt.CheckpointError, RuntimeError, KeyError) as exc:
-        refuse(one_line(exc))
-    return models, path, dict(saved[members[0]], env_frames=state.get("env_frames", 0))
 
 
 def choose_seats(cfg, opt) -> list[int]:
@@ -161,15 +129,17 @@ def run(argv) -> dict:
     seats = choose_seats(cfg, opt)
     models, path, state = ([None] * len(seats), None, {}) if opt.random else load_policy(cfg, seats, opt.checkpoint)
     version = int(state.get("policy_version", 0))
+    exported = is_export(cfg.run_dir)  # (a Hub export lies in the Hugging Face cache: nothing is written there)
     recorder, matches, objectives = None, [], []
     if opt.video:
         from launch.tools.video import Recorder
         name = f"enjoy_v{version}{'_random' if opt.random else ''}.mp4"
-        video_path = opt.video_path or os.path.join(cfg.run_dir, "videos", name)
+        video_path = opt.video_path or os.path.join("." if exported else cfg.run_dir, "videos", name)
         fps = opt.fps or ENGINE_FPS.get(cfg.env.family, 60.0) / cfg.env.frameskip
         recorder = Recorder(video_path, fps)
     try:
-        with env_workdir(cfg.env, cfg.run_dir, "enjoy"):  # VizDoom's files out of the user's directory
+        # VizDoom's files out of the user's directory
+        with env_workdir(cfg.env, tempfile.gettempdir() if exported else cfg.run_dir, "enjoy"):
             scores, lengths = play(cfg, models, opt.episodes, opt.seed, greedy=opt.greedy, max_steps=opt.max_steps,
                                    on_frame=recorder.frame if recorder else None, matches=matches,
                                    objectives=objectives)

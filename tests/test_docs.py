@@ -92,15 +92,19 @@ def accepted(argv) -> None:
     """The command's own check before anything starts, in this process: overrides parsed and
     composed, then validated as the entry point validates them (ConfigError or SystemExit)."""
     from launch.cli.overrides import check_command, compose_checked
+    if argv[0] == "examples/play_onnx.py":  # its own argparse options (an export folder, no config)
+        import play_onnx
+        play_onnx.parser().parse_args(argv[1:])
+        return
     if argv[0].startswith("examples/"):
         from launch import api
         from launch.cli.app import check
         check(api.config(*EXAMPLE_CONFIG[argv[0]], *argv[1:]))
         return
     module, args = argv[1], [a for a in argv[2:] if a != "..."]
-    if module == "launch.enjoy":
-        import launch.enjoy  # noqa: F401 - registers its options
-        compose_checked("enjoy", args)
+    if module in ("launch.enjoy", "launch.export", "launch.push"):
+        importlib.import_module(module)  # registers its options
+        compose_checked(module.split(".")[1], args)
     elif module == "launch.curves":  # a usage line's [optional] parts as given
         from launch.curves import _parser
         _parser().parse_args([a.strip("[]") for a in args if a.strip("[].")])

@@ -46,26 +46,37 @@ class ActionHeads:
         from the env's own stream); None: torch's generator of this process. A discrete head takes
         the Gumbel-max of its logits; a continuous dim mean + std * z with z = ndtri(u), the
         inverse normal CDF, so one uniform per dim decides it."""
-        out = []
         n = self.num_logits
+        u_logits = z = None
         if self.sizes:
-            u_logits = None if uniforms is None else (uniforms[..., :n] if self.continuous else uniforms)
-            out.append(self._gumbel_max(self.split(params), u_logits).to(torch.float32))
+            if uniforms is None:  # head by head: the draws torch's generator gave before `draw` existed
+                u_logits = torch.cat([torch.rand_like(params[..., :k]) for k in self.sizes], -1)
+            else:
+                u_logits = uniforms[..., :n]
+        if self.continuous:
+            if uniforms is None:
+                z = torch.randn_like(params[..., n : n + self.continuous])
+            else:  # ndtri(0) and ndtri(1) are infinite
+                z = torch.special.ndtri(uniforms[..., n:].to(params.dtype).clamp(1e-6, 1.0 - 1e-6))
+        return self.draw(params, u_logits, z)
+
+    def draw(self, params: torch.Tensor, uniforms: torch.Tensor | None, normals: torch.Tensor | None) -> torch.Tensor:
+        """`sample` given its noise: U(0,1) draws per logit for the discrete heads (None without
+        them) and standard normal draws per continuous dim (None without them). An exported policy
+        (nodes.models.deploy) takes these two as inputs, so it needs no random generator."""
+        out = []
+        if self.sizes:
+            out.append(self._gumbel_max(self.split(params), uniforms).to(torch.float32))
         if self.continuous:
             mean, log_std = self.gaussian(params)
-            if uniforms is None:
-                z = torch.randn_like(mean)
-            else:  # ndtri(0) and ndtri(1) are infinite
-                z = torch.special.ndtri(uniforms[..., n:].to(mean.dtype).clamp(1e-6, 1.0 - 1e-6))
-            out.append(mean + log_std.exp() * z)
+            out.append(mean + log_std.exp() * normals.to(mean.dtype))
         return out[0] if len(out) == 1 else torch.cat(out, -1)
 
-    def _gumbel_max(self, split, uniforms: torch.Tensor | None) -> torch.Tensor:
+    def _gumbel_max(self, split, uniforms: torch.Tensor) -> torch.Tensor:
         """[..., heads] int64: each discrete head's Gumbel-max sample."""
         out = []
-        u_heads = uniforms.split(self.sizes, -1) if uniforms is not None else [None] * len(self.sizes)
-        for logp, u in zip(split, u_heads):
-            u = (torch.rand_like(logp) if u is None else u.to(logp.dtype)).clamp(1e-10, 1.0)
+        for logp, u in zip(split, uniforms.split(self.sizes, -1)):
+            u = u.to(logp.dtype).clamp(1e-10, 1.0)
             out.append((logp - torch.log(-torch.log(u))).argmax(-1))
         return torch.stack(out, -1)
 
