@@ -9,6 +9,9 @@ A row of the table is one series (run, kind, metric): its value at the first sam
 warm-up (`skip_s`), at the last sample, and the least-squares slope per hour over the samples after
 the warm-up. A slope rather than first-against-last: a node's memory swings within a learner step,
 and a fit over every sample after the warm-up averages the swing out where two samples would not.
+Beside it the slope over the second half of those samples: a one-time step (an allocator taking a
+new arena, a thread pool started at the first evaluation) lifts the whole slope but not the second
+half's; growth shows in both.
 A kind absent from a sample (an evaluator between rounds, an engine between restarts) counts 0 in
 it; the count column gives the range of its process count over the samples after the warm-up.
 """
@@ -75,7 +78,8 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float | None:
 def rows(samples: list[dict], skip_s: float) -> list[dict]:
     """One row per series (the process count "n" goes into its kind's rows): run, kind, metric,
     n (the count's range after the warm-up, "" where not a process kind), at_skip, end, slope_h
-    (None with fewer than two samples after the warm-up) and pct_h (slope_h against at_skip)."""
+    (None with fewer than two samples after the warm-up), pct_h (slope_h against at_skip) and
+    late_slope_h (the slope over the second half of the samples after the warm-up)."""
     table = series(samples)
     out = []
     for (run, kind, metric), points in sorted(table.items()):
@@ -85,9 +89,11 @@ def rows(samples: list[dict], skip_s: float) -> list[dict]:
         counts = sorted({v for t, v in table.get((run, kind, "n"), []) if t >= skip_s})
         n = "" if not counts else str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
         slope = slope_per_hour(after)
+        half = (after[0][0] + after[-1][0]) / 2
         at_skip = after[0][1]
         out.append(dict(run=run, kind=kind, metric=metric, n=n, at_skip=at_skip, end=after[-1][1], slope_h=slope,
-                        pct_h=None if slope is None or not at_skip else slope / at_skip))
+                        pct_h=None if slope is None or not at_skip else slope / at_skip,
+                        late_slope_h=slope_per_hour([(t, v) for t, v in after if t >= half])))
     return out
 
 
@@ -103,11 +109,13 @@ def _fmt(metric: str, v: float | None, signed: bool = False) -> str:
 def table(samples: list[dict], skip_s: float) -> str:
     """The rows as a Markdown table (what the benchmarks page shows)."""
     lines = [f"| run | kind | n | metric | at {skip_s / 60:.3g} min | end ({samples[-1]['t'] / 60:.1f} min) "
-             "| slope / h | % / h |", "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"]
+             "| slope / h | % / h | slope / h, 2nd half |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows(samples, skip_s):
         pct = "-" if r["pct_h"] is None else f"{r['pct_h']:+.2%}"
         lines.append(f"| {r['run']} | {r['kind']} | {r['n']} | {r['metric']} | {_fmt(r['metric'], r['at_skip'])} "
-                     f"| {_fmt(r['metric'], r['end'])} | {_fmt(r['metric'], r['slope_h'], True)} | {pct} |")
+                     f"| {_fmt(r['metric'], r['end'])} | {_fmt(r['metric'], r['slope_h'], True)} | {pct} "
+                     f"| {_fmt(r['metric'], r['late_slope_h'], True)} |")
     return "\n".join(lines)
 
 

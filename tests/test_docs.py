@@ -102,7 +102,10 @@ def accepted(argv) -> None:
         check(api.config(*EXAMPLE_CONFIG[argv[0]], *argv[1:]))
         return
     module, args = argv[1], [a for a in argv[2:] if a != "..."]
-    if module in ("launch.enjoy", "launch.export", "launch.push"):
+    if module == "launch.import_sf":  # its own arguments and the env's overrides
+        from launch.import_sf import parse
+        parse(args)
+    elif module in ("launch.enjoy", "launch.export", "launch.push"):
         importlib.import_module(module)  # registers its options
         compose_checked(module.split(".")[1], args)
     elif module == "launch.curves":  # a usage line's [optional] parts as given

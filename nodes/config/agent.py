@@ -83,6 +83,10 @@ class EnvConfig:
     # null (the .cfg's own; the bundled defend_*, deadly_corridor and health_gathering* turn them off,
     # Sample Factory's .cfg variants leave them on, the engine's default)
     render_screen_flashes: Any = None
+    # which pixel of the 160x120 render each pixel of the resized frame takes: centre (the one under
+    # its centre) | floor (the one under its top-left corner, as OpenCV's INTER_NEAREST samples:
+    # the frames a Sample Factory agent was trained on; launch.import_sf sets it)
+    resize: str = "centre"
     # A match against the engine's scripted bots (nodes/envs/doom_match.py): the env hosts a
     # deathmatch of itself and `bots` bots; an episode is one match of match_minutes, a death
     # respawns, and the score (the logged episode reward) is the agent's frags.

@@ -2,7 +2,7 @@
 
 Rendering happens at 160x120 (the smallest 4:3 mode VizDoom has) and is resized to
 env.width x env.height (128x72 by default, the benchmark size of Sample Factory, Petrenko et al. 2020) with
-nearest-neighbour index arrays computed once.
+nearest-neighbour index arrays computed once (env.resize: which source pixel each takes).
 
 Actions (env.actions):
 - single: one head, no-op plus each available button alone (enough for basic, defend_*, ...);
@@ -89,6 +89,9 @@ def _check_scenario(env_cfg) -> None:
     _check_game_settings(env_cfg)
 
 
+RESIZE = ("centre", "floor")  # env.resize
+
+
 def _check_game_settings(env_cfg) -> None:
     """The .cfg settings the config may replace (null keeps the scenario's own)."""
     for key in ("living_reward", "death_penalty"):
@@ -99,6 +102,8 @@ def _check_game_settings(env_cfg) -> None:
         value = getattr(env_cfg, key)
         if value is not None and not isinstance(value, bool):
             raise ConfigError(f"env.{key} must be true, false or null (the scenario's own), got {value!r}")
+    if env_cfg.resize not in RESIZE:
+        raise ConfigError(f"env.resize must be one of {', '.join(RESIZE)}, got {env_cfg.resize!r}")
 
 
 def _check_names(env_cfg) -> None:
@@ -242,8 +247,9 @@ class DoomEnv:
         self._before = self._vars
         self._screen = None
         h, w = env_cfg.height, env_cfg.width
-        self._rows = ((np.arange(h) + 0.5) * RENDER_H / h).astype(np.intp)[:, None]
-        self._cols = ((np.arange(w) + 0.5) * RENDER_W / w).astype(np.intp)[None, :]
+        at = 0.5 if env_cfg.resize == "centre" else 0.0  # env.resize: floor, OpenCV's nearest-neighbour rows
+        self._rows = ((np.arange(h) + at) * RENDER_H / h).astype(np.intp)[:, None]
+        self._cols = ((np.arange(w) + at) * RENDER_W / w).astype(np.intp)[None, :]
 
     def _start(self, seed: int):
         vzd = _vizdoom()
