@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from helpers import ROOT, compose, one_error_line, run_module
+from helpers import ROOT, compose, missing_dependency, one_error_line, run_module
 
 from launch import api
 from launch.process.resolved import write_resolved
@@ -28,7 +28,16 @@ from nodes.models.deploy import DeployedPolicy
 from nodes.models.normalisers import RunningNorm
 from nodes.record import checkpoint as ckpt
 
-pytest.importorskip("onnxruntime", reason="pip install -e '.[export]'")
+
+@pytest.fixture(autouse=True, scope="module")
+def _export_extra():
+    try:
+        import onnxruntime  # noqa: F401
+        import onnxscript  # noqa: F401
+        import safetensors  # noqa: F401
+    except ImportError as exc:
+        missing_dependency(f"the export extra is not installed ({exc}): pip install -e '.[export]'")
+
 
 CASES = {
     "vizdoom_gru": ["env=doom_basic"],
@@ -87,7 +96,7 @@ def model_of(cfg):
 
 
 @pytest.fixture(scope="module")
-def doom(tmp_path_factory):
+def doom(tmp_path_factory, _export_extra):
     """A doom_basic model (random weights) as a run directory with a checkpoint, and its export
     folder written by write_export (ONNX, TorchScript, safetensors, config, card)."""
     run_dir = str(tmp_path_factory.mktemp("doom_run"))
