@@ -151,3 +151,14 @@ def test_env_resize_floor_takes_the_pixels_opencvs_nearest_resize_takes():
     assert np.array_equal(pixels, screen[:, rows, cols])
     pixels, screen = frames["centre"]
     assert not np.array_equal(pixels, screen[:, rows, cols])
+
+
+def test_a_checkpoint_as_sample_factory_writes_it_with_numpy_scalars_is_imported(tmp_path):
+    """Sample Factory stores its best_performance as a numpy float64, which torch's weights-only
+    loader refuses unless allowed (the fixture's copy had lost it)."""
+    sf_dir = sf_copy(tmp_path)
+    (path,) = [os.path.join(sf_dir, "checkpoint_p0", f) for f in os.listdir(os.path.join(sf_dir, "checkpoint_p0"))]
+    state = torch.load(path, weights_only=True)
+    state["best_performance"] = np.float64(0.82)
+    torch.save(state, path)
+    assert import_sf(f"sf_dir={sf_dir}", f"run_dir={tmp_path / 'ours'}") == ""

@@ -98,11 +98,25 @@ def checkpoint_path(sf_dir: str, which: str) -> str:
     return which
 
 
+def _numpy_scalars() -> list:
+    """The globals a numpy scalar in a pickle names (its best_performance is a numpy float64), for
+    torch.load's weights-only unpickler: the scalar's constructor (numpy.core.multiarray.scalar in a
+    file numpy 1 wrote, numpy._core.multiarray.scalar in one numpy 2 wrote) and the dtypes."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy 1
+        from numpy.core import multiarray
+    dtypes = [type(np.dtype(t)) for t in ("float64", "float32", "int64", "int32", "bool")]
+    return [multiarray.scalar, (multiarray.scalar, "numpy.core.multiarray.scalar"), np.dtype, *dtypes]
+
+
 def load_checkpoint(path: str) -> dict:
-    """Its checkpoint dict, read as weights only (tensors, numbers and dicts: nothing is executed)."""
+    """Its checkpoint dict, read as weights only (tensors, numbers, numpy scalars and dicts: nothing
+    is executed)."""
     import torch
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(_numpy_scalars()):
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a bad file
         raise ConfigError(f"{path} is not a readable Sample Factory checkpoint: {one_line(exc)}") from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
