@@ -28,8 +28,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
-from launch.cli import overrides
-from launch.cli.overrides import compose_checked, register
+from launch.cli.overrides import compose_tool, register
 from launch.process.exits import exit_now, refuse
 from launch.share.loading import is_export, load_policy, local_folder
 from nodes.envs import env_workdir
@@ -74,15 +73,9 @@ register("enjoy", EnjoyArgs)
 
 def parse(argv) -> EnjoyArgs:
     try:
-        for o in overrides.parse(argv):
-            if o.is_sweep_override():
-                raise ConfigError(f"{o.input_line}: launch.enjoy plays one policy, it takes no sweep")
-        args: EnjoyArgs = compose_checked("enjoy", argv)
+        args: EnjoyArgs = compose_tool("enjoy", argv, "launch.enjoy", "plays one policy", OPTIONS)
     except ConfigError as exc:
-        message = str(exc)
-        if message.startswith("unknown config key"):
-            message += f" (options: {OPTIONS})"
-        refuse(message)
+        refuse(str(exc))
     if not args.run_dir:
         refuse("run_dir=PATH is required (a directory written by launch.train, an export, or hf://user/name)")
     args.run_dir = local_folder(args.run_dir)

@@ -19,8 +19,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from launch.cli import overrides
-from launch.cli.overrides import compose_checked, register
+from launch.cli.overrides import compose_tool, register
 from launch.process.exits import exit_now, refuse
 from nodes.errors import ConfigError
 
@@ -42,15 +41,9 @@ register("export", ExportArgs)
 def parse(argv) -> ExportArgs:
     from launch.share.export import FORMATS
     try:
-        for o in overrides.parse(argv):
-            if o.is_sweep_override():
-                raise ConfigError(f"{o.input_line}: launch.export exports one policy, it takes no sweep")
-        args: ExportArgs = compose_checked("export", argv)
+        args: ExportArgs = compose_tool("export", argv, "launch.export", "exports one policy", OPTIONS)
     except ConfigError as exc:
-        message = str(exc)
-        if message.startswith("unknown config key"):
-            message += f" (options: {OPTIONS})"
-        refuse(message)
+        refuse(str(exc))
     if not args.run_dir:
         refuse("run_dir=PATH is required (a directory written by launch.train)")
     if not os.path.isfile(os.path.join(args.run_dir, "config.yaml")):

@@ -21,8 +21,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from launch.cli import overrides
-from launch.cli.overrides import compose_checked, register
+from launch.cli.overrides import compose_checked, compose_tool, register
 from launch.process.exits import exit_now, refuse
 from nodes.errors import ConfigError
 
@@ -47,15 +46,11 @@ def _is_env(line: str) -> bool:
 def parse(argv) -> tuple[ImportArgs, list[str]]:
     """(the importer's own arguments, the env overrides for our config)."""
     try:
-        for o in overrides.parse(argv):
-            if o.is_sweep_override():
-                raise ConfigError(f"{o.input_line}: launch.import_sf imports one checkpoint, it takes no sweep")
-        args: ImportArgs = compose_checked("import_sf", [a for a in argv if not _is_env(a)])
+        args: ImportArgs = compose_tool("import_sf", [a for a in argv if not _is_env(a)], "launch.import_sf",
+                                        "imports one checkpoint",
+                                        f"{OPTIONS}; the model's keys come from Sample Factory's config.json")
     except ConfigError as exc:
-        message = str(exc)
-        if message.startswith("unknown config key"):
-            message += f" (options: {OPTIONS}; the model's keys come from Sample Factory's config.json)"
-        refuse(message)
+        refuse(str(exc))
     if not args.sf_dir:
         refuse("sf_dir=PATH is required (a Sample Factory experiment directory: train_dir/experiment)")
     if not args.run_dir:

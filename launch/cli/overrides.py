@@ -264,6 +264,21 @@ def compose_checked(config_name: str, lines: Sequence[str], schema: Any = None) 
         raise ConfigError(f"bad config: {one_line(exc)}") from None
 
 
+def compose_tool(name: str, lines: Sequence[str], command: str, what: str, options: str) -> Any:
+    """A tool's own options (launch.enjoy, launch.export, launch.import_sf: the schema registered as
+    `name`) composed from override lines; ConfigError (one line) for a sweep (`command` does `what`:
+    "plays one policy") or a bad key, an unknown key's line naming the tool's `options`."""
+    for o in parse(lines):
+        if o.is_sweep_override():
+            raise ConfigError(f"{o.input_line}: {command} {what}, it takes no sweep")
+    try:
+        return compose_checked(name, lines)
+    except ConfigError as exc:
+        if str(exc).startswith("unknown config key"):
+            raise ConfigError(f"{exc} (options: {options})") from None
+        raise
+
+
 # ----------------------------------------------------------------------------- sweeps
 def sweep_points(overrides: list[Override], loader, all_points: bool) -> list[list[str]]:
     """Override lines of the points to check: every point of the sweep (what the basic sweeper
