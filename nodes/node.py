@@ -35,7 +35,7 @@ from nodes import faults
 from nodes.config.layout import node_batch_size, slots_per_batch, splits_batch
 from nodes.config.validate import need_envs_for, need_minibatches, node_trajectories
 from nodes.envs import env_spec
-from nodes.errors import PeerLost, Stopped, TooFewNodes, one_line
+from nodes.errors import PeerLost, Stopped
 from nodes.evaluation.schedule import Evaluation
 from nodes.models.numerics import deterministic_kernels
 from nodes.population.members import Members
@@ -43,6 +43,7 @@ from nodes.record.profile import LEARNER
 from nodes.record.run_record import RunRecord, members_line, to_cpu
 from nodes.record.stats import RANK_ROW_WIDTH, RankRow, RankStats
 from nodes.record.summary import checksums, merge_trains, run_summary
+from nodes.run.ending import Ending
 from nodes.run.membership import Membership
 from nodes.run.peers import NO_SIGNAL, Peers, Solo
 from nodes.run.run_state import RunState
@@ -260,7 +261,7 @@ class Node:
         self.resumed_from = self.record.restore(self.state, episodes_here=self.rank == 0)
         if not self.peers.elastic:
             self.membership.start()
-        outcome, error = "finished", None
+        end = Ending()
         with self.signals:
             try:
                 if self.peers.elastic:
@@ -268,83 +269,49 @@ class Node:
                     self.membership.enter()
                 self._train()
             except (Exception, KeyboardInterrupt) as exc:  # a worker, a lost peer, a signal, a bug
-                outcome, error = ending(exc), exc
+                end.ended_by(exc)
             finally:
-                summary, outcome, error = self._finish(outcome, error)
-        if error is not None:
-            raise error
+                summary = self._finish(end)
+        end.raise_first()
         return summary
 
-    def _finish(self, outcome: str, error: BaseException | None) -> tuple[dict, str, BaseException | None]:
+    def _finish(self, end: Ending) -> dict:
         """The end of a run, whatever ended it: stop the workers, agree on the parameters, write the
         final checkpoint (not after a failure: no final collective), wait for the writer's last
         evaluation round (after the collective: the other ranks need not wait for it) and write the
-        summary; returns (summary, outcome, error), the first error being the run's. Each step
-        runs whatever became of the one before (a failed checkpoint, a second Ctrl-C), and the
-        processes are stopped however it ends: none outlives the node."""
+        summary; returns the summary. Each step runs under `end` (nodes.run.ending), whatever
+        became of the one before (a failed checkpoint, a second Ctrl-C), and the processes are
+        stopped however it ends: none outlives the node."""
         self.train_seconds = self.stats.seconds
-        finished = outcome == "finished"
+        finished, learners = end.finished, self.members.learners
         try:
             if not (finished and self.record.is_writer):  # a round in flight is dropped
-                outcome, error = self._step("stopping the evaluator", self.evaluation.close, outcome, error)
-            outcome, error = self._step("stopping the workers", lambda: self.sampler.stop(keep_janitor=True),
-                                        outcome, error)
-            # a final collective only where every rank left the loop after the same iteration: not
-            # after a failure (a peer may be gone) nor a second Ctrl-C (this rank left mid-iteration);
-            # before the checkpoint, so that a failed write fails the writer alone
-            sums = None
-            if outcome not in ("failed", "interrupted"):
+                end.step("stopping the evaluator", self.evaluation.close)
+            end.step("stopping the workers", lambda: self.sampler.stop(keep_janitor=True))
+            sums = None  # the final collective before the checkpoint, so that a failed write fails the writer alone
+            if end.ranks_together:
                 faults.at("final_collective")
-                outcome, error = self._step("the final parameter check", lambda: checksums(self, True), outcome, error)
-                sums = self._step_result
-            if outcome != "failed" or (self.members.learners[0].version > 0 and self.world == 1):
+                sums = end.step("the final parameter check", lambda: checksums(self, True))
+            if end.keeps_parameters(learned=learners[0].version > 0, solo=self.world == 1):
                 faults.at("final_checkpoint")
-                outcome, error = self._step("the final checkpoint",
-                                            lambda: self.record.checkpoint(self._checkpoint_state(), wait=True),
-                                            outcome, error)
+                end.step("the final checkpoint", lambda: self.record.checkpoint(self._checkpoint_state(), wait=True))
             if sums is None:  # without one, the summary names no checksum
-                outcome, error = self._step("this rank's checksums", lambda: checksums(self, collective=False),
-                                            outcome, error)
-                sums = self._step_result or [[] for _ in self.members.learners]
+                sums = end.step("this rank's checksums", lambda: checksums(self, collective=False)) \
+                    or [[] for _ in learners]
             if finished and self.record.is_writer:  # a round dropped is a warning, not the run's end
-                outcome, error = self._step("the last evaluation round", lambda: self.evaluation.finish(
-                    self.record, self.cfg.sync.timeout_s, lambda: self.signals.received is not None), outcome, error)
-            outcome, error = self._step("the summary's figures", lambda: run_summary(self, outcome, sums),
-                                        outcome, error)
-            summary = self._step_result or dict(outcome=outcome)  # where its figures failed: the outcome alone
-            outcome, error = self._step("the summary", lambda: self.record.summary(summary), outcome, error)
-            over = outcome == "finished" or isinstance(error, TooFewNodes)
-            if self.peers.elastic and self.record.is_writer and over:  # a node that comes later has nothing to join
-                outcome, error = self._step("marking the run over", lambda: self.peers.mark_over(outcome),
-                                            outcome, error)
+                end.step("the last evaluation round", lambda: self.evaluation.finish(
+                    self.record, self.cfg.sync.timeout_s, lambda: self.signals.received is not None))
+            # where its figures failed: the outcome alone
+            summary = end.step("the summary's figures", lambda: run_summary(self, end.outcome, sums)) \
+                or dict(outcome=end.outcome)
+            end.step("the summary", lambda: self.record.summary(summary))
+            if self.peers.elastic and self.record.is_writer and end.over_for_all:
+                end.step("marking the run over", lambda: self.peers.mark_over(end.outcome))
         finally:
-            self.evaluation.close()
-            self.sampler.stop(keep_janitor=True)  # a no-op after the step above; else what it did not stop
-            self.record.close()  # the checkpoint being written, waited for (a non-daemon thread)
-            self.sampler.release_janitor()
+            end.step("stopping the evaluator", self.evaluation.close)
+            end.step("stopping the workers", lambda: self.sampler.stop(keep_janitor=True))  # a no-op if stopped
+            end.step("the last checkpoint written off the loop", self.record.close)  # a non-daemon thread's
+            end.step("releasing the janitor", self.sampler.release_janitor)
         shown = {k: v for k, v in summary.items() if k != "param_checksums"}
-        log.info("run %s: %s", outcome, json.dumps(shown))
-        return summary, outcome, error
-
-    def _step(self, what: str, step, outcome: str, error: BaseException | None) -> tuple[str, BaseException | None]:
-        """One step of the end of a run: (outcome, error) after it, the first error the run's (a
-        second Ctrl-C being one); its result in self._step_result (None when it raised)."""
-        self._step_result = None
-        try:
-            self._step_result = step()
-        except (Exception, KeyboardInterrupt) as exc:
-            if error is None:
-                return ending(exc), exc
-            log.warning("%s failed too: %s", what, one_line(exc))
-        return outcome, error
-
-
-def ending(exc: BaseException) -> str:
-    """The summary's `outcome` for what ended a run."""
-    if isinstance(exc, TooFewNodes):
-        return "stopped: below sync.min_nodes"
-    if isinstance(exc, Stopped):
-        return f"stopped by {exc}"
-    if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
-    return "failed"
+        log.info("run %s: %s", end.outcome, json.dumps(shown))
+        return summary

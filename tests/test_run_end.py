@@ -112,3 +112,59 @@ def test_a_step_that_fails_at_the_end_of_a_failed_run_leaves_the_summary_and_the
     assert s["outcome"] == "failed", s
     if failing == "checksum":  # the rest of the summary as always, without a checksum
         assert s["param_checksums"] == [] and s["policy_version"] == 0, s
+
+
+def test_the_closing_steps_all_run_and_keep_the_first_error(tmp_path, monkeypatch):
+    """The processes are stopped and the record closed however the end goes: a closing step that
+    raises (here the evaluator's close, after the workers failed to start) is a warning, the steps
+    after it still run, and the run raises its first error (the close's error replaced it, and
+    the record and the janitor were left open)."""
+    from nodes.evaluation.schedule import Evaluation
+    from nodes.node import Node
+    from nodes.record.run_record import RunRecord
+    from nodes.sampling.sampler import Sampler
+
+    closed = []
+
+    def no_workers(sampler, phase, seed_rank):
+        raise RuntimeError("the first error: the workers did not start")
+
+    def evaluator_close_fails(evaluation):
+        raise RuntimeError("the evaluator would not close")
+
+    real_close, real_release = RunRecord.close, Sampler.release_janitor
+    monkeypatch.setattr(Sampler, "start", no_workers)
+    monkeypatch.setattr(Evaluation, "close", evaluator_close_fails)
+    monkeypatch.setattr(RunRecord, "close", lambda record: (closed.append("record"), real_close(record)))
+    monkeypatch.setattr(Sampler, "release_janitor", lambda s: (closed.append("janitor"), real_release(s)))
+    cfg = compose("env=gym", "env.id=CartPole-v1", "model.fc_size=32", "model.hidden_size=32",
+                  "sampler.num_workers=1", "sampler.envs_per_worker=4", "sampler.rollout=16",
+                  "sampler.batch_size=64", run_dir=str(tmp_path / "run"))
+    with pytest.raises(RuntimeError, match="the first error"):
+        Node(cfg).run()
+    assert closed == ["record", "janitor"]
+    assert summary(cfg.run_dir)["outcome"] == "failed"
+
+
+def test_what_each_outcome_allows_at_the_end():
+    """nodes.run.ending: the first error is the run's; a final collective only where every rank
+    left the loop together; a final checkpoint unless the run failed, then only one node's that
+    learned anything."""
+    from nodes.errors import Stopped, TooFewNodes
+    from nodes.run.ending import Ending
+
+    end = Ending()
+    assert end.step("a step", lambda: 7) == 7 and end.finished and end.ranks_together and end.over_for_all
+    assert end.step("a step", lambda: 1 / 0, otherwise="x") == "x"
+    assert end.outcome == "failed" and isinstance(end.error, ZeroDivisionError)
+    end.step("a later step", lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert end.outcome == "failed" and isinstance(end.error, ZeroDivisionError)  # the first stays
+    assert not end.ranks_together and not end.over_for_all
+    assert [end.keeps_parameters(learned, solo) for learned, solo in ((1, 1), (1, 0), (0, 1))] == [True, False, False]
+    for exc, outcome, together in ((KeyboardInterrupt(), "interrupted", False),
+                                   (Stopped(15), "stopped by SIGTERM", True),
+                                   (TooFewNodes("below"), "stopped: below sync.min_nodes", True)):
+        end = Ending()
+        end.ended_by(exc)
+        assert (end.outcome, end.ranks_together, end.keeps_parameters(False, False)) == (outcome, together, True)
+    assert end.over_for_all  # TooFewNodes: a node that comes later has nothing to join
