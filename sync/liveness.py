@@ -64,8 +64,12 @@ class Liveness:
         return self
 
     def _client(self):
-        return dist.PrefixStore(PREFIX, dist.TCPStore(self.addr, self.port, self.world_size, is_master=False,
-                                                      timeout=timedelta(seconds=STORE_CLIENT_S)))
+        """A new client; StoreUnreached when it could not connect within STORE_CLIENT_S."""
+        try:
+            return dist.PrefixStore(PREFIX, dist.TCPStore(self.addr, self.port, self.world_size, is_master=False,
+                                                          timeout=timedelta(seconds=STORE_CLIENT_S)))
+        except dist.DistNetworkError as exc:
+            raise StoreUnreached(str(exc)) from exc
 
     def store_answers(self) -> bool:
         """Whether the store's port still takes connections: a refused one names its host (rank 0)
@@ -124,9 +128,9 @@ class Liveness:
         """After a look raised: [] for a timeout of a store that still takes connections (a busy
         store: nobody is named for it; the owner's connection is made again at its next look, as
         the one that timed out may hold a late answer); else [0], the store's host is gone (a
-        connection closed or refused: the store ended, perhaps just after its port answered)."""
-        text = str(exc).lower()
-        if ("timeout" in text or "timed out" in text) and self.store_answers():
+        connection closed or refused: the store ended, perhaps just after its port answered).
+        `timed_out` tells a timeout by the error's type, not its text."""
+        if timed_out(exc) and self.store_answers():
             if threading.get_ident() == self._owner:
                 self._conn = None
             return []
@@ -153,6 +157,21 @@ class Liveness:
             if lost or time.monotonic() + POLL_S > deadline:
                 return lost
             time.sleep(POLL_S)
+
+
+class StoreUnreached(dist.DistNetworkError):
+    """A new store client could not connect within STORE_CLIENT_S (torch retries a refused or
+    unanswered connect until its timeout, then raises DistNetworkError; still one, for callers
+    that catch it)."""
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a failed look timed out, by the error's type: torch raises DistStoreError when a
+    store call's wait for its answer runs out (its own elastic barrier reads the error so), and a
+    client that could not connect in time is StoreUnreached. DistNetworkError on a connection
+    made before (closed, a broken pipe) is the store's end; any other error is no timeout either,
+    whatever its message says."""
+    return isinstance(exc, (dist.DistStoreError, StoreUnreached))
 
 
 class Heartbeat:

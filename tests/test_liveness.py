@@ -20,6 +20,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 from helpers import compose, free_port
 
+from sync import liveness
 from sync.liveness import HEARTBEAT_S, POLL_S, PREFIX, STALE_BEATS, Liveness, beat_key
 
 SKEWS = [10.0, -10.0]  # a peer's clock ahead of this host's, and behind it
@@ -238,23 +239,50 @@ def test_a_frozen_peer_is_named_by_its_heartbeat_in_every_collective(tmp_path, w
     assert lost == [1] and took < NAMED_WITHIN_S + HEARTBEAT_S, (what, lost, took)  # not sync.timeout_s (30 s)
 
 
-def test_a_look_that_times_out_on_a_busy_store_names_no_one_and_a_closed_one_names_rank_0():
-    """A store call that times out while the store still takes connections (a busy store at many
-    ranks) is not a lost rank 0 (before 2026-11-29 any failed look named it); a connection the store
-    closed is."""
-    class Failing:
-        def __init__(self, message):
-            self.message = message
+class AnswersLate:
+    """A real client (0.2 s timeout) of a live store whose `check` finds every beat: the multi_get
+    after it waits for keys that never come and raises what a busy store's late answer raises."""
 
-        def check(self, keys):
-            raise RuntimeError(self.message)
+    def __init__(self, port):
+        self.client = dist.TCPStore("127.0.0.1", port, 1, is_master=False, timeout=timedelta(seconds=0.2))
 
-    live = Liveness("127.0.0.1", 1, 1, 3)
-    live.store_answers = lambda: True
-    live._conn = Failing("waitForInput: socket timed out after 5000ms")
+    def check(self, keys):
+        return True
+
+    def multi_get(self, keys):
+        return self.client.multi_get(keys)
+
+
+class Raises:
+    def __init__(self, exc):
+        self.exc = exc
+
+    def check(self, keys):
+        raise self.exc
+
+
+def test_a_look_that_times_out_on_a_busy_store_names_no_one_and_a_closed_one_names_rank_0(store, monkeypatch):
+    """What a failed look means is read from the error's type, with real store errors: a call that
+    timed out (DistStoreError) or a client that could not connect in time, while the store still
+    takes connections, is a busy store and names no one; a connection the store closed
+    (DistNetworkError) names rank 0, and so does an error that is not the store's, whatever its
+    message says (the old rule searched the text for "timeout": such a bug named no one, at every
+    look)."""
+    live = Liveness("127.0.0.1", store, 1, 3)  # the fixture's live store: its port answers
+    live._conn = AnswersLate(store)
     assert live.stale() == [] and live._conn is None  # the next look makes a new connection
-    live._conn = Failing("Failed to recv, got 0 bytes. Connection was likely closed.")
+    monkeypatch.setattr(liveness, "STORE_CLIENT_S", 0.3)
+    unreached = Liveness("127.0.0.1", free_port(), 1, 3)  # nothing listens: the connect times out...
+    unreached.store_answers = lambda: True  # ...while the port answered the look's own connect
+    assert unreached.stale() == []
+    port = free_port()
+    host = dist.TCPStore("127.0.0.1", port, 1, is_master=True, wait_for_workers=False)
+    closed = Liveness("127.0.0.1", port, 1, 2).connect()
+    del host  # the store ends: it closes the look's connection
+    closed.store_answers = lambda: True  # its port still open at the look, as in the race above
+    assert closed.stale() == [0]
+    live._conn = Raises(ValueError("a timeout must be positive"))  # a bug in the look, not the store
     assert live.stale() == [0]
-    live._conn = Failing("Socket Timeout")
+    live._conn = AnswersLate(store)
     live.store_answers = lambda: False  # and a store that no longer answers is gone, timeout or not
     assert live.stale() == [0]
