@@ -12,9 +12,9 @@ import torch
 from helpers import ROOT, group_conf
 
 from nodes.envs import EnvSpec
-from nodes.models.actor_critic import IMAGE_STATS_EVERY, ActorCritic
+from nodes.models.actor_critic import ActorCritic
 from nodes.models.heads import ActionHeads
-from nodes.models.normalisers import RunningNorm, batch_moments, fold_moments
+from nodes.models.normalisers import IMAGE_STATS_EVERY, RunningNorm, batch_moments, fold_moments
 
 MODELS = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(ROOT, "conf", "model", "*.yaml")))
 DOOM = EnvSpec((3, 72, 128), np.uint8, (3, 3, 2, 2, 7, 11), meas_size=5)  # doom_deathmatch, heads

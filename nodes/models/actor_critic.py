@@ -25,9 +25,8 @@ from nodes.models.encoders import ENCODERS
 from nodes.models.heads import ActionHeads
 from nodes.models.identity import check_fit, model_identity
 from nodes.models.inputs import KeyedEncoder, build_custom, split_inputs
-from nodes.models.normalisers import RunningNorm
+from nodes.models.normalisers import RunningNorm, stats_steps
 
-IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (ActorCritic.norm_updates)
 MEAS_SIZE = 128  # width of the measurements MLP of the "full" model
 
 
@@ -228,18 +227,14 @@ class ActorCritic(nn.Module):
         return torch.stack(outs, 1)
 
     def norm_updates(self, obs: torch.Tensor, meas: torch.Tensor) -> list[tuple[RunningNorm, torch.Tensor]]:
-        """What a batch [B, T, ...] folds into the running statistics (batch_moments). Of pixels, every
-        IMAGE_STATS_EVERY-th step of each trajectory: a learner batch of VizDoom frames is 28 M
-        values, and their moments (then in float64) cost a seventh of the learner's step; a per-pixel mean
-        over hundreds of steps of 128+ frames each is as good as over 1024 each."""
+        """What a batch [B, T, ...] folds into the running statistics (batch_moments). Of pixels, the
+        steps `stats_steps` takes (nodes.models.normalisers)."""
         if self.custom:
             own = getattr(self.inputs, "norm_updates", None)
             return list(own(split_inputs(self.spec, obs.flatten(0, 1), meas.flatten(0, 1)))) if own else []
         if self.inputs is not None:
             return self.inputs.norm_updates(obs, meas)
-        if obs.dim() > 3:
-            obs = obs[:, ::IMAGE_STATS_EVERY]
-        return [(self.obs_norm, obs)] + ([(self.meas_norm, meas)] if self.use_meas else [])
+        return [(self.obs_norm, stats_steps(obs))] + ([(self.meas_norm, meas)] if self.use_meas else [])
 
 
 def check_model(spec, model_cfg) -> None:

@@ -74,11 +74,17 @@ class ImpalaEncoder(nn.Module):
 MLP_ACTIVATIONS = {"elu": nn.ELU, "tanh": nn.Tanh, "relu": nn.ReLU}  # model.mlp_activation
 
 
+def two_layer_mlp(size: int, width: int, activation: str = "elu") -> nn.Sequential:
+    """Two linear layers of `width`, each followed by model.mlp_activation: MLPEncoder's, and a
+    vector key's encoder beside an image (nodes.models.inputs.KeyedEncoder)."""
+    act = MLP_ACTIVATIONS[activation]
+    return nn.Sequential(nn.Linear(size, width), act(), nn.Linear(width, width), act())
+
+
 class MLPEncoder(nn.Module):
     def __init__(self, obs_shape, fc_size: int, fc_layers: int = 1, activation: str = "elu"):  # always two layers
         super().__init__()
-        act = MLP_ACTIVATIONS[activation]
-        self.net = nn.Sequential(nn.Linear(obs_shape[0], fc_size), act(), nn.Linear(fc_size, fc_size), act())
+        self.net = two_layer_mlp(obs_shape[0], fc_size, activation)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         return self.net(obs)

@@ -23,12 +23,11 @@ from torch import nn
 
 from nodes.envs.observations import CATEGORICAL, PIXELS
 from nodes.errors import ConfigError, one_line
-from nodes.models.encoders import ENCODERS, MLP_ACTIVATIONS
-from nodes.models.normalisers import RunningNorm
+from nodes.models.encoders import ENCODERS, two_layer_mlp
+from nodes.models.normalisers import RunningNorm, stats_steps
 
 MAX_ONE_HOT = 65536  # categorical inputs wider than this one-hot are refused (an embedding is the answer)
 VECTOR_WIDTH = 128  # a vector key's MLP beside an image (as the measurements MLP); model.fc_size without one
-IMAGE_STATS_EVERY = 8  # pixel statistics from every 8th step of each trajectory (as ActorCritic's)
 
 
 def split_inputs(spec, obs: torch.Tensor, meas: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -114,7 +113,7 @@ class KeyedEncoder(nn.Module):
                     raise ConfigError(f"model.encoder={model_cfg.encoder} needs images its conv stack can take; "
                                       f"key '{k.name}' is {k.shape[1]}x{k.shape[2]}: use model.encoder=auto "
                                       "(an MLP over a small image's pixels) or a model of your own")
-                enc = _mlp(k.size, width, model_cfg.mlp_activation)
+                enc = two_layer_mlp(k.size, width, model_cfg.mlp_activation)
                 self.out_size += width
             self.encoders[name] = enc
 
@@ -137,9 +136,8 @@ class KeyedEncoder(nn.Module):
         return parts[0] if len(parts) == 1 else torch.cat(parts, -1)
 
     def norm_updates(self, obs: torch.Tensor, meas: torch.Tensor):
-        """(norm, values) of a batch [B, T, ...], images from every IMAGE_STATS_EVERY-th step."""
-        if obs.dim() > 3:
-            obs = obs[:, ::IMAGE_STATS_EVERY]
+        """(norm, values) of a batch [B, T, ...], images from the steps `stats_steps` takes."""
+        obs = stats_steps(obs)
         flat = split_inputs(self.spec, obs.flatten(0, 1), meas.flatten(0, 1))
         return [(self.norms[self.slot[key]], x) for key, x in flat.items() if self.slot[key] in self.norms]
 
@@ -153,11 +151,6 @@ class OneHot(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return nn.functional.one_hot(x.clamp(0, self.classes - 1), self.classes).flatten(1).float()
-
-
-def _mlp(size: int, width: int, activation: str) -> nn.Sequential:
-    act = MLP_ACTIVATIONS[activation]
-    return nn.Sequential(nn.Linear(size, width), act(), nn.Linear(width, width), act())
 
 
 def _conv_fits(model_cfg, k) -> bool:

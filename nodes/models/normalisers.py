@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+IMAGE_STATS_EVERY = 8  # of each trajectory's steps, the images of one in this many feed the statistics
 CHUNK_ROWS = 8  # images normalised at a time (RunningNorm.images): 8 VizDoom frames in float32 are 0.9 MB
 
 
@@ -109,6 +110,15 @@ def _autocast_on(device_type: str) -> bool:
         return torch.is_autocast_enabled(device_type)
     except RuntimeError:
         return False
+
+
+def stats_steps(obs: torch.Tensor) -> torch.Tensor:
+    """The steps of a learner batch [B, T, ...] whose observations feed the running statistics: of
+    images, every IMAGE_STATS_EVERY-th step of each trajectory (a batch of VizDoom frames is tens of
+    millions of values, and their moments cost a large share of the learner's step, where a
+    per-pixel mean over hundreds of steps of 128+ frames each is as good as over 1024 each); of
+    vectors [B, T, n], every step."""
+    return obs[:, ::IMAGE_STATS_EVERY] if obs.dim() > 3 else obs
 
 
 def batch_moments(updates: list[tuple[RunningNorm, torch.Tensor]]) -> torch.Tensor:
