@@ -20,7 +20,7 @@ the rest. env=, model=, sampler.* pick the model and the batch, as for launch.tr
    the relative residuals (each point weighted by 1/t, so latency points count as much as
    bandwidth ones).
 4. prediction for NODES x LINKS_GBPS, with the CPU iteration of 1 and the GPU iteration given
-   (bench.gpu_iteration_s, measured on an H100; the same at every node's share): sync per
+   (bench.gpu_iteration_s, measured on a GPU node; the same at every node's share): sync per
    iteration = the gradient all-reduce (with the running norms' moments, the sample count and the
    stop votes in the same buffer) + the stats-row all-gather every sync.stats_every iterations +
    the checksum all-gather every sync.check_every iterations (both amortised), each with the ring's
@@ -127,8 +127,8 @@ def scaling(obj) -> None:
     report.print_allreduce(ranks, sizes, measured, fit, alone, b.scaling_repeats, cores)
     split = [d for d, at in (("CPU", cpu_batch), ("GPU", gpu_batch)) if at(max(NODES)) != n * t]
     report.print_model(lf, fit, b.gpu_iteration_s, split)
-    # a GPU's iteration does not shrink with the node's share: on an H100 the default step took 43 ms
-    # on 128 samples and ~45 ms on 1,024, bound by kernel launches (docs/gpu.md)
+    # a GPU's iteration does not shrink with the node's share: it is bound by kernel launches, so
+    # a small share takes about as long as the whole batch (docs/gpu.md)
     rows = (predict({"cpu": cpu_at.__getitem__}, lf.traffic, fit.alpha_s, cpu_batch)
             + predict({"gpu": lambda samples: b.gpu_iteration_s}, lf.traffic, fit.alpha_s, gpu_batch))
     report.print_predicted(rows)

@@ -292,8 +292,9 @@ class DistPeers(Peers):
 
     def others_ready(self, version: int) -> bool:
         """The ready counter of `version`, read at most every READY_POLL_S x ceil(world / 8)
-        seconds (at most READY_POLL_MAX_S): the batcher asks every 2 ms, which at 64 waiting
-        ranks was 32,000 store calls a second on one store; so the ranks of any world together
+        seconds (at most READY_POLL_MAX_S): the batcher asks at each of its polls
+        (nodes.sampling.batcher), which at 64 waiting ranks was tens of thousands of store calls
+        a second on one store; so the ranks of any world together
         read it about as often as 8 ranks do, and worlds of 8 or fewer as before. The answer kept
         between reads is for the version it was read for: a version not read yet is read at once (a
         straggler must not cut its batch on the previous iteration's "ready")."""

@@ -15,9 +15,9 @@ they share what was seen, so a beat seen by one counts for the other.
 
 The thread that formed the world looks through a connection made then (`connect`): one made
 after a loss could race the store's end. When rank 0 dies, gloo's error reaches the others
-at once and its store keeper ends some 50-100 ms later (sync.store_keeper); a look in between
-would find the store's port still open, then make a client whose connect torch retries for ~7 s
-once the store is gone, so the survivor would notice 5-15 s late, and the first could form a world
+at once and its store keeper ends a moment later (sync.store_keeper); a look in between would
+find the store's port still open, then make a client whose connect torch retries for seconds once
+the store is gone, so the survivor would notice late, and the first could form a world
 alone (tests/test_liveness.py reproduces the race). A call on an open connection to a store that
 ended fails at once.
 """

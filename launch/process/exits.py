@@ -35,8 +35,8 @@ def refuse(message: str) -> None:
 
 def exit_now(code: int):
     """Exit with `code` as sys.exit would at the end of an entry point, minus the interpreter's
-    teardown of its modules: ~0.45 s of garbage collection and finalisers with torch loaded (the
-    2-core VM), paid by every launch and every node process. What the teardown would have done
+    teardown of its modules: garbage collection and finalisers with torch loaded, a noticeable
+    part of a second, paid by every launch and every node process. What the teardown would have done
     first is done here: non-daemon threads waited for, the atexit handlers run (log files flushed
     and closed, multiprocessing's children joined, a node's store keepers released), stdio flushed.
     An exception or sys.exit before this point takes the ordinary way out.

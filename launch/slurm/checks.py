@@ -89,7 +89,7 @@ def resources(cfg: Config) -> dict:
         resolved.sampler.num_workers = max(1, workers)
         per_task = (shared_buffers_gb(resolved) + LEARNER_GB + s.num_policy_workers * POLICY_WORKER_GB
                     + (1 + s.num_policy_workers) * CUDA_CONTEXT_GB + max(1, workers) * ROLLOUT_WORKER_GB)
-        mem = math.ceil(1.25 * per_task * c.tasks_per_node)  # 25% headroom
+        mem = math.ceil(1.25 * per_task * c.tasks_per_node)  # headroom over the estimate
     return dict(gpus_per_node=gpus, cpus_per_task=cpus, mem_gb=mem)
 
 

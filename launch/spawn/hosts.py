@@ -70,7 +70,7 @@ def _run(*cmd: str) -> None:
 
 
 def _shape(dev: str, bits: float, netns: str | None = None) -> None:
-    """A token bucket of `bits`/s on dev's egress. Its burst holds 10 ms at the rate, at least
+    """A token bucket of `bits`/s on dev's egress. Its burst holds a hundredth of a second at the rate, at least
     256 KiB: a veth hands tbf whole GSO segments of up to 64 KiB, and a bucket smaller than a
     segment would drop it."""
     burst = max(256 * 1024, int(bits / 8 / 100))

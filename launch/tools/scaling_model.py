@@ -29,8 +29,8 @@ from dataclasses import dataclass
 NODES = (8, 64, 256)
 LINKS_GBPS = (10, 25, 100, 400)
 # What the link adds to each step of the ring, on top of the software latency measured here (gloo
-# over loopback TCP): Ethernet-class links (10, 25 Gb/s: TCP through a switch) 25 us;
-# InfiniBand-class links (100, 400 Gb/s: RDMA) 3 us.
+# over loopback TCP), assumed per class: Ethernet-class links (10, 25 Gb/s: TCP through a switch)
+# tens of microseconds; InfiniBand-class links (100, 400 Gb/s: RDMA) a few.
 LINK_LATENCY_S = {10: 25e-6, 25: 25e-6, 100: 3e-6, 400: 3e-6}
 LINK_CLASS = {10: "Ethernet", 25: "Ethernet", 100: "InfiniBand", 400: "InfiniBand"}
 # NCCL's own latency per ring step on GPU nodes, assumed (no GPU here): a few microseconds, two

@@ -66,8 +66,8 @@ class EnvConfig:
     measurements: bool = True  # game variables (health, ammo, ...) beside the pixels (used by model=full)
     shaping: dict[str, float] = field(default_factory=dict)  # game variable -> training reward per unit of change
     pickups: dict[str, float] = field(default_factory=dict)  # the same per unit of increase only (health, armor, ...)
-    # a fresh engine after this many episodes (0: never): VizDoom's engine keeps about 0.3 kB per
-    # new episode for good (measured on 1.3.2, basic.cfg), about 10 MB an hour per env at doom_basic's pace
+    # a fresh engine after this many episodes (0: never): VizDoom's engine keeps a little memory per
+    # new episode for good, which adds up over hours (docs/benchmarks.md#figures-behind-the-codes-choices)
     restart_episodes: int = 5000
     buttons: list[str] = field(default_factory=list)  # replaces the scenario's buttons ([]: its .cfg's)
     doom_map: str = ""  # the map to play ("": the scenario's own, MAP01)

@@ -85,9 +85,10 @@ class SyncConfig:
     # round of every env), so N nodes take about as many steps per frame as one node, at N times
     # the all-reduces per frame. false: each node's batch is batch_size, and N nodes need more
     # frames to a score. auto: true on CPU nodes, whose learner's iteration shrinks with its batch,
-    # false with train.device=cuda, whose iteration does not (bound by kernel launches: 43 ms on
-    # 128 samples, ~45 on 1,024 on an H100), so the split would leave N GPU nodes at about one
-    # node's speed (docs/several-nodes.md#batch-size-and-learning-rate)
+    # false with train.device=cuda, whose iteration does not (bound by kernel launches: a small
+    # share takes about as long as the whole batch), so the split would leave N GPU nodes at about
+    # one node's speed (docs/several-nodes.md#batch-size-and-learning-rate; the figures:
+    # docs/benchmarks.md#figures-behind-the-codes-choices)
     global_batch: Any = "auto"
     # 0: a free port (the local spawner's; in a Slurm step, the one rank 0 publishes in the run dir)
     master_port: int = 0

@@ -35,11 +35,11 @@ class BenchConfig:
     # per host, every link shaped to each of these rates (100mbit, 1gbit, ...), against the model
     scaling_links: list[str] = field(default_factory=list)
     # launch.scaling: the learner's iteration on a GPU, the same at every node's share of the batch.
-    # Measured on the one GPU this has run on (an H100, docs/gpu.md): the default layout's step
-    # (doom_basic, model=simplified, 32 x 32 samples: 60 GFLOP of matmuls and convolutions, forward
-    # and backward) took about 45 ms, and 43 ms on a 128-sample share: bound by kernel launches (its
-    # 33-step GRU unroll is a chain of small sequential kernels each way), not by arithmetic (1.3
-    # TFLOP/s achieved). Set it for another model or GPU
+    # The default is the default layout's step (doom_basic, model=simplified, 32 x 32 samples) as
+    # measured on the one kind of GPU this has run on (docs/gpu.md; the figures:
+    # docs/benchmarks.md#figures-behind-the-codes-choices): bound by kernel launches (its 33-step
+    # GRU unroll is a chain of small sequential kernels each way), not by arithmetic, so a smaller
+    # share takes about as long. Set it for another model or GPU
     gpu_iteration_s: float = 0.045
 
 

@@ -1,8 +1,8 @@
 """Adam for the CPU learner, without torch.optim.
 
 torch.optim's Optimizer imports torch._dynamo the first time a parameter group is added (its
-methods are wrapped in torch._disable_dynamo): about a second of every node's start on the 2-core
-VM, as long as torch's own import, for a compiler the trainer never uses. This is the same
+methods are wrapped in torch._disable_dynamo): on a small CPU node about as long as torch's own
+import, at every node's start, for a compiler the trainer never uses. This is the same
 algorithm as torch.optim.Adam's single-tensor path (what it runs on a CPU), operation for operation,
 so a step gives the same bits (tests/test_adam.py), and its state_dict has torch's layout, so a
 checkpoint moves between this and torch.optim.Adam (the CUDA learner keeps torch's fused Adam).

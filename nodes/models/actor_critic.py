@@ -78,8 +78,8 @@ class ActorCritic(nn.Module):
             self.register_parameter("action_log_std", None)
         self._initialise(model_cfg.init, spec.continuous)
         # Convolutions in channels-last layout (weights here, activations in _features): oneDNN's
-        # CPU kernels ran the simplified encoder's forward + backward 22% faster that way here
-        # (batch 1056: 0.97 -> 0.76 s), and it is cuDNN's preferred layout too. Values, state
+        # CPU kernels run the simplified encoder's forward + backward faster that way
+        # (docs/benchmarks.md#figures-behind-the-codes-choices), and it is cuDNN's preferred layout too. Values, state
         # dicts, checksums and the flat weights hand-off are layout-blind (logical order).
         self.channels_last = self.inputs is None and spec.is_image and len(spec.obs_shape) == 3
         if self.channels_last:
@@ -241,7 +241,7 @@ def check_model(spec, model_cfg) -> None:
     """Refuse (one line) a model that cannot read this env's observation, or whose encoder gives
     other features than it declares: it is built once on the CPU and run on a batch of two zero
     observations. Not the shipped envs' plain models at model.encoder=auto: their shapes are the
-    tests', and the build costs ~80 ms of every launch; an encoder named by hand is checked as a
+    tests', and the build would add to every launch's start-up; an encoder named by hand is checked as a
     custom one is (mlp on an image fails only at its first forward)."""
     if not spec.keys and model_cfg.encoder == "auto":
         return

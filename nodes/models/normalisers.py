@@ -76,12 +76,11 @@ class RunningNorm(nn.Module):
         come (contiguous, so on the vectorised path; on channels-last floats the broadcast
         statistics sent addcmul down a slow one); then a contiguous copy converts the dtype and a
         second the layout, in the narrow dtype: on a CPU the layout copy of 3 channels costs per
-        element, not per byte, and the one copy converting both took 270 us on a policy's 8 frames
-        against 165 us for the two (1 thread, the Xeon VM; benchmarks/node_parts.py). On a CPU a learner's batch goes
-        CHUNK_ROWS images at a time, so the float32 intermediate stays in the cache. On a GPU (one
-        launch per operation) the batch goes whole, in one converting copy. The same operations
-        element by element, so the same bits (tests/test_models.py); the timings in
-        benchmarks/node_parts.py."""
+        element, not per byte, so one copy converting both is slower than the two. On a CPU a
+        learner's batch goes CHUNK_ROWS images at a time, so the float32 intermediate stays in the
+        cache. On a GPU (one launch per operation) the batch goes whole, in one converting copy. The
+        same operations element by element, so the same bits (tests/test_models.py); the timings:
+        `python benchmarks/node_parts.py` (docs/benchmarks.md#figures-behind-the-codes-choices)."""
         if not _autocast_on(x.device.type):  # float32: forward's one converting copy is as fast
             return self.forward(x, torch.channels_last)
         dtype = torch.get_autocast_dtype(x.device.type)

@@ -54,8 +54,8 @@ def deterministic_kernels() -> None:
     deterministic kernel warns rather than stopping the run). Call before CUDA is first used.
 
     torch.use_deterministic_algorithms also sets TorchInductor's `deterministic` flag, and imports
-    torch._inductor.config for it (with torch._dynamo: ~850 modules, 1.9 s of the node's and of
-    every policy worker's start on the 2-core AMD VM) for a compiler the trainer never uses
+    torch._inductor.config for it (with torch._dynamo: hundreds of modules, a large share of the
+    node's and of every policy worker's start-up) for a compiler the trainer never uses
     (nodes/learning/adam.py avoids that import too). So the flag torch's kernels read is set directly, and
     Inductor's only where something already imported it. tests/test_models.py checks the flags
     and that nothing imported the compiler."""

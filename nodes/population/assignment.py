@@ -22,8 +22,10 @@ class Assignment:
     in the rank, of E) always plays member e * size // E: contiguous blocks, so an env group (a
     policy-worker request) is one member's and takes one forward pass, as without a population
     (env e -> e % size put every member in every group: four passes of one or two envs each, and
-    P=4 trained at 0.51-0.71x of P=1, measured); episode, and the seats of every match between
-    agents (self-play): each episode draws a member uniformly, from the env's own random stream."""
+    a population of 4 trained well below one policy's speed:
+    docs/benchmarks.md#figures-behind-the-codes-choices); episode, and the seats of every match
+    between agents (self-play): each episode draws a member uniformly, from the env's own random
+    stream."""
 
     def __init__(self, cfg, rank: int, first_env: int, count: int, start_version: int = 0, snapshots=None):
         """snapshots: the shared count of self-play snapshots that exist (Control.snapshots): with

@@ -1,7 +1,7 @@
 """The fork server workers start from (see nodes.sampling.processes), in a module that does not import
 torch: a launch starts the server first (launch.spawn.driver.run_node), so that the server's imports of
-torch and the worker modules (~1.7 s on the 2-core VM) run beside the main process's own import
-of the node (~1.5 s), not after it."""
+torch and the worker modules (seconds on a small CPU node) run beside the main process's own import
+of the node (about as long), not after it."""
 from __future__ import annotations
 
 import atexit

@@ -135,11 +135,11 @@ def plan_processes(cores: list[int], num_workers: int | str, num_policy_workers:
     Learner threads on a CPU: the cores the rollout and policy workers leave, at least one. They all
     compute at once, and a learner with more threads than free cores loses to its own barriers:
     every parallel kernel waits for its slowest thread, and with the cores shared one of them is
-    often descheduled. On the 2-core VM (2 workers, 1 policy worker) one thread trained 9.8 %
-    faster than two (`python -m launch.bench bench.modes=[async]`, five alternated pairs, every
-    pair faster). learns_alone (sampler.mode=sync): the workers wait while the learner learns, so
-    its threads are every core of the share: Pong with 4 x 4 minibatches trained at 1,963 frames/s
-    with two threads against 1,562 with one on the 2-core VM (docs/environments.md).
+    often descheduled. On a 2-core node (2 workers, 1 policy worker) one thread trained faster
+    than two in every alternated pair (`python -m launch.bench bench.modes=[async]`). learns_alone
+    (sampler.mode=sync): the workers wait while the learner learns, so its threads are every core
+    of the share: Pong with 4 x 4 minibatches trained faster with two threads than with one on a
+    2-core node (docs/environments.md). The figures: docs/benchmarks.md#figures-behind-the-codes-choices.
     """
     reserved = 1 + num_policy_workers
     workers = max(1, len(cores) - reserved) if num_workers == "auto" else int(num_workers)
@@ -194,8 +194,9 @@ def pin_rollout_workers(pin: bool | str, cores: Sequence[int], worker_cores: Seq
     auto pins each worker to one core only where the learner and policy workers keep off the
     workers' cores (a GPU rank with cores to spare). Where they share them (a CPU node), a worker
     pinned to one core waits there behind the learner while the other core idles: unpinned,
-    doom_basic on the 2-core VM trained 4 % faster (5,699 against 5,480 env frames/s, means of five
-    alternated runs each, 2026-11-30), defend_the_center and Breakout no slower (docs/benchmarks.md)."""
+    doom_basic on a 2-core node trained faster, defend_the_center and Breakout no slower
+    (`python -m launch.bench bench.modes=[async] sampler.pin_workers=P`, P alternated;
+    docs/benchmarks.md#figures-behind-the-codes-choices)."""
     if pin != "auto":
         return bool(pin)
     return len(worker_cores) < len(cores)

@@ -107,8 +107,8 @@ class Inference:
         self.autocast = lambda: autocast(device, precision)
         self.T1 = buffers.obs.shape[1]
         # [slot * (T+1) + t] views: a pass gathers its rows with index_select (one copy per row)
-        # where indexing [slots, ts] took the element-by-element path: 126 against 8 us for 8 VizDoom
-        # frames (benchmarks/node_parts.py)
+        # where indexing [slots, ts] takes the element-by-element path, many times slower
+        # (`python benchmarks/node_parts.py`; docs/benchmarks.md#figures-behind-the-codes-choices)
         steps = buffers.obs.shape[0] * self.T1
         self.flat_obs = buffers.obs.view(steps, *buffers.obs.shape[2:])
         self.flat_meas = buffers.meas.view(steps, buffers.meas.shape[-1])
