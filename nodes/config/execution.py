@@ -87,7 +87,7 @@ class SyncConfig:
     # frames to a score. auto: true on CPU nodes, whose learner's iteration shrinks with its batch,
     # false with train.device=cuda, whose iteration does not (bound by kernel launches: 43 ms on
     # 128 samples, ~45 on 1,024 on an H100), so the split would leave N GPU nodes at about one
-    # node's speed (docs/several-nodes.md#batch-size-and-learning-rate)
+    # node's speed (docs/multi-node.md#batch-size-and-learning-rate)
     global_batch: Any = "auto"
     # 0: a free port (the local spawner's; in a Slurm step, the one rank 0 publishes in the run dir)
     master_port: int = 0
