@@ -20,7 +20,7 @@ Faults hit healthy nodes only: none frozen or cut off now or in the last SETTLE_
 joiner. One that would leave fewer than 2 healthy nodes becomes a join, and one that cannot be
 done now (no free host, the store's host not healthy) is skipped. The cut spares the store's
 host: a machine whose store nobody can reach stops the world until the watchdog ends it
-(docs/several-nodes.md, Limits), which is not a fault a run survives. After the window the run
+(docs/multi-node.md, Limits), which is not a fault a run survives. After the window the run
 goes on to train.max_env_frames; then the checks (launch.tools.chaos_report): the run finished, the
 survivors agree (checksums), the frame counter never went back, the last checkpoint loads, every
 node ended with the run or by our SIGKILL, nothing is left running, no namespace, bridge or

@@ -1,4 +1,4 @@
-"""`python -m launch.train [overrides]`: train one policy (see docs/getting-started.md for the contract).
+"""`python -m launch.train [overrides]`: train one policy (docs/run-directory.md: its files and exit codes).
 
 - nodes=1: the single-node fallback, in this process, with no process group at all;
 - nodes=N (launcher=local): N node processes on this machine over gloo (launch.spawn.local);

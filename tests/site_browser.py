@@ -2,7 +2,9 @@
 127.0.0.1 and opens every page in one headless Chromium at a desktop width (1280 px) and a phone's
 (390 px). A page fails when it scrolls sideways (naming the elements that stick out of the
 viewport), when one of its images does not load, or when inline code in a table cell wraps inside a
-word ("env.backen|d": the table should scroll instead).
+word ("env.backen|d": the table should scroll instead). At the desktop width, also when a table is
+wider than the page's column, hiding its last columns behind a sideways scroll, and when a code
+block's line holding a comment is wider than its box, cutting the comment.
 
     python tests/site_browser.py [--site DIR] [--shots DIR] [--wide-code]
 
@@ -25,7 +27,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WIDTHS = {"desktop": 1280, "phone": 390}
 HEIGHT = {"desktop": 900, "phone": 844}
-SHOT_PAGES = ("index", "scoreboard", "concepts", "environments", "configuration")
+SHOT_PAGES = ("index", "scoreboard", "getting-started", "your-environment", "concepts", "environments", "configuration")
 SHOT_MAX_HEIGHT = 12000  # px: the top of a longer page (the configuration reference is ~30,000 at 390 px)
 # Debian's packages (setup.sh: apt-get install chromium chromium-driver), else whatever is on PATH; the
 # driver's path is given to Selenium, so that it never tries to download one
@@ -128,6 +130,45 @@ return found;
 """
 
 
+# Tables at the desktop's width that hide columns: a table wider than its scrolling wrapper, with the
+# header cells that start or end past the wrapper's right edge (the reader sees only the first
+# columns without scrolling sideways, as the Scoreboard's verdict column was).
+HIDDEN_COLUMNS_JS = """
+const found = [];
+for (const table of document.querySelectorAll('article table')) {
+  const box = table.closest('.md-typeset__scrollwrap') || table.parentElement;
+  const right = box.getBoundingClientRect().right;
+  const heads = Array.from((table.tHead || table).rows[0].cells);
+  const hidden = heads.filter(th => th.getBoundingClientRect().right > right + 1);
+  if (hidden.length)
+    found.push('"' + heads.map(th => th.textContent.trim()).join(' | ').slice(0, 60) + '" hides ' +
+               hidden.map(th => '"' + th.textContent.trim().slice(0, 20) + '"').join(', '));
+}
+return found;
+"""
+
+# Code blocks whose comments do not fit the box: a line holding a comment (`#` at its start or after
+# a space) wider than the visible part of its <pre>, so that the comment is cut at the box's edge
+# ("# set up, then" of a longer one). Comments go on lines of their own, above what they explain;
+# a long command without a comment may scroll, and so may a directive (`#!`, `#SBATCH`). Widths from
+# the block's own monospace font.
+CUT_COMMENTS_JS = """
+const found = [];
+const canvas = document.createElement('canvas').getContext('2d');
+for (const code of document.querySelectorAll('article pre > code')) {
+  const style = getComputedStyle(code);
+  canvas.font = [style.fontStyle, style.fontWeight, style.fontSize, style.fontFamily].join(' ');
+  const room = code.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+  for (const line of code.textContent.split('\\n')) {
+    if (!/(^|\\s)#/.test(line) || /^\\s*#(!|SBATCH)/.test(line)) continue;  // not directives
+    if (canvas.measureText(line).width > room + 1)
+      found.push('"' + line.trim().slice(0, 60) + (line.trim().length > 60 ? '...' : '') + '"');
+  }
+}
+return found;
+"""
+
+
 # Not a problem, printed as a note: code blocks wider than their box, which scroll inside it.
 WIDE_CODE_JS = """
 return Array.from(document.querySelectorAll('article pre > code'))
@@ -223,6 +264,15 @@ def check_page(driver, url: str, name: str, width_name: str, notes: list[str] | 
     if broken:
         problems.append(f"{name} @ {width_name} {WIDTHS[width_name]}px: {len(broken)} break(s) inside a word "
                         f"in code in table cells: " + ", ".join(broken[:5]) + (", ..." if len(broken) > 5 else ""))
+    if width_name == "desktop":
+        for table in driver.execute_script(HIDDEN_COLUMNS_JS):
+            problems.append(f"{name} @ {width_name} {WIDTHS[width_name]}px: a table hides columns off the page: "
+                            f"{table}")
+        cut = driver.execute_script(CUT_COMMENTS_JS)
+        if cut:
+            problems.append(f"{name} @ {width_name} {WIDTHS[width_name]}px: {len(cut)} code line(s) whose comment is "
+                            f"cut at the box's edge (put the comment on its own line): " + ", ".join(cut[:4])
+                            + (", ..." if len(cut) > 4 else ""))
     over = driver.execute_script(OVERFLOW_JS)
     if over["scrollWidth"] > over["innerWidth"] + 1:
         culprits = "; ".join(f"{c['what']} ({c['how']}, right edge {c['right']}px, {c['width']}px wide)"

@@ -1,7 +1,7 @@
 """launch.chaos (the chaos soak) in small: three nodes on emulated hosts, the store's host killed
 (rank 0, the writer: a survivor takes over writing), then a node joins; the report names both
 faults and every end check passes. The 30-minute soak
-itself is a benchmark (docs/several-nodes.md)."""
+itself is a benchmark (docs/multi-node.md)."""
 import json
 import os
 

@@ -83,5 +83,5 @@ def test_mujoco_task_without_mujoco_is_refused_in_one_line(run_dir):
     assert proc.returncode == 2
     line = one_error_line(proc)
     assert line.startswith("error: env.id 'Hopper-v5' needs a package that is not installed here")
-    assert line.endswith("pip install 'distrl[mujoco]'"), line
+    assert line.endswith("; pip install -e '.[mujoco]' in the clone"), line
     assert not os.path.exists(os.path.join(run_dir, "train.log"))  # refused before anything started

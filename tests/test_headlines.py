@@ -10,6 +10,8 @@ import re
 import yaml
 from helpers import ROOT
 
+from launch.share import scoreboard
+
 INTEGER = re.compile(r"(?<![\w.,\-/:])\d+(?![\w.,\-:%])")
 NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?![\d,])|(?<![\w.,])\d+\.\d+(?![\d.])")
 
@@ -20,20 +22,15 @@ def entries():
 
 
 def scoreboard_rows(text):
-    """Each row of the Learning tables that has a ratio: the task, ours and Sample Factory's per-seed
-    figures (a cell's parenthesised remarks left out), the ratio; `about` = the task's name without
-    its family prefix and a mention of Sample Factory."""
-    rows, learning = [], False
-    for line in text.splitlines():
-        if line.startswith("## "):
-            learning = line.strip() == "## Learning"
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not learning or not line.startswith("|") or len(cells) < 6 or not re.fullmatch(r"\d+\.\d+x", cells[5]):
+    """Each row of the Learning tables that has a ratio (launch.share.scoreboard reads them): the task,
+    ours and Sample Factory's figures (per seed, or the mean where a cell gives the mean of more), the
+    ratio; `about` = the task's name without its family prefix and a mention of Sample Factory."""
+    rows = []
+    for row in scoreboard.rows(text):
+        if row.table != "Learning" or not re.fullmatch(r"\d+\.\d+x", row.ratio):
             continue
-        figures = [[value(t) for t in re.findall(r"\d{1,3}(?:,\d{3})+|\d+\.\d+|\d+", re.sub(r"\(.*?\)", "", c))]
-                   for c in cells[3:5]]
-        task = re.sub(r"`([^`]*)`.*", r"\1", cells[0]).split()[0]
-        rows.append({"what": cells[0], "ours": figures[0], "theirs": figures[1], "ratio": cells[5],
+        task = re.sub(r"`([^`]*)`.*", r"\1", row.task).split()[0]
+        rows.append({"what": row.task, "ours": row.ours, "theirs": row.theirs, "ratio": row.ratio,
                      "about": [f"(?i){re.escape(task.split('_', 1)[-1])}", "Sample Factory|SF"]})
     return rows
 

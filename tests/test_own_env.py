@@ -182,7 +182,7 @@ def test_bad_envs_and_models_are_refused_in_one_line_before_anything_starts(over
 def _installed(module: str) -> None:
     import importlib.util
     if importlib.util.find_spec(module) is None:
-        missing_dependency(f"{module} is not installed: pip install 'distrl[envs]'")
+        missing_dependency(f"{module} is not installed: pip install -e '.[envs]' (the project's clone)")
 
 
 def test_minigrid_trains_from_its_registered_id(run_dir):

@@ -84,7 +84,7 @@ def test_two_writers_pruning_the_same_checkpoint_both_succeed(tmp_path):
 def test_a_step_that_fails_at_the_end_of_a_failed_run_leaves_the_summary_and_the_first_error(
         tmp_path, monkeypatch, failing):
     """The end of a run is a fixed sequence whose every step runs whatever became of the one before
-    (docs/getting-started.md#when-a-run-ends): a run that failed (its workers did not start), then a
+    (docs/run-directory.md#when-a-run-ends): a run that failed (its workers did not start), then a
     parameter that would not checksum, or the summary's figures that could not be made. summary.json
     is written, saying the run failed, and the run raises its first error (the later one raised past
     the summary and took the first one's place)."""

@@ -7,7 +7,7 @@ the node sends itself the signal at a fault point (nodes/faults.py: DISTRL_FAULT
 Each cell asserts that the run ends within a bounded time with the documented exit code and
 outcome, a summary.json where the docs promise one, the newest complete checkpoint loadable, and
 nothing left: no temp file, no process of the run's session, no new /dev/shm file, no .workers/
-directory, no new /tmp/pymp-* directory (docs/getting-started.md#when-a-run-ends).
+directory, no new /tmp/pymp-* directory (docs/run-directory.md#when-a-run-ends).
 """
 import glob
 import os

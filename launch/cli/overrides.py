@@ -312,7 +312,7 @@ def check_command(argv: Sequence[str], check: Callable[[Any], None], config_name
             if any(o.is_interval_sweep() for o in overrides) and not plugin_sweeper:
                 bad = next(o for o in overrides if o.is_interval_sweep())
                 raise ConfigError(f"{bad.input_line}: interval() is sampled by a sweeper plugin, not by Hydra's "
-                                  "basic sweeper (e.g. -m hydra/sweeper=optuna, see docs/getting-started.md)")
+                                  "basic sweeper (e.g. -m hydra/sweeper=optuna, see docs/sweeps.md)")
             swept = [o for o in overrides if o.is_sweep_override() and not o.is_hydra_override()]
             if swept and not args.multirun:
                 raise ConfigError(f"{swept[0].input_line} is a sweep: add -m (--multirun) to run one job per value")

@@ -8,14 +8,14 @@ mean reward, as the Hub's RL leaderboards read it).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 
 import yaml
 
+from launch.share import scoreboard
+from launch.share.scoreboard import SCOREBOARD
 from nodes.evaluation.journal import JOURNAL, read_jsonl
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCOREBOARD = os.path.join(ROOT, "docs", "scoreboard.md")
 
 
 def evaluation(run_dir: str, version: int) -> dict | None:
@@ -39,19 +39,19 @@ def train_command(run_dir: str) -> str:
     return " ".join(["python -m launch.train", *(shlex.quote(str(x)) for x in lines)])
 
 
-def scoreboard_rows(env_name: str) -> list[str]:
-    """The Scoreboard's rows for this task (docs/scoreboard.md) with the table's header, or []."""
+def scoreboard_rows(env_name: str, path: str = SCOREBOARD) -> list[str]:
+    """The Scoreboard's rows for this task (docs/scoreboard.md) under the table's header, or []: as
+    plain Markdown, the docs' links reduced to their text (the card is read on the Hub, where the
+    docs' relative links lead nowhere)."""
     try:
-        with open(SCOREBOARD) as f:
-            lines = f.read().splitlines()
+        rows = [r for r in scoreboard.read(path) if re.match(rf"`{re.escape(env_name)}`", r.task)]
     except OSError:
         return []
-    rows = [ln for ln in lines if ln.startswith(f"| `{env_name}`")]
     if not rows:
         return []
-    at = lines.index(rows[0])
-    header = lines[at - 2 : at] if at >= 2 and lines[at - 1].startswith("| ---") else []
-    return header + rows
+    plain = [" | ".join(re.sub(r"\[([^]]*)\]\([^)]*\)", r"\1", c) for c in r.cells) for r in rows]
+    header = ["| task | ours | Sample Factory | ours / SF | verdict | measured |", "| --- " * 6 + "|"]
+    return header + [f"| {line} |" for line in plain]
 
 
 def model_card(cfg, state: dict, run_dir: str, formats: str) -> str:

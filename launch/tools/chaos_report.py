@@ -105,7 +105,7 @@ def around(fault: dict, t0: float, until: float, evs: list[dict], gens: dict[int
     noticed = next((e for e in window if e["kind"] in ("noticed", "change")), None)
     first_change = min((g["t"] for g in changes.values()), default=at)
     resumed = next((e for e in window if e["kind"] == "status" and e["t"] > first_change), None)
-    # a survivor whose gradient all-reduce failed drops that iteration's batch (docs/several-nodes.md)
+    # a survivor whose gradient all-reduce failed drops that iteration's batch (docs/multi-node.md)
     dropped = {e["node"] for e in window if e["kind"] == "noticed" and e["during"] == "the gradient all-reduce"}
     during = sorted({e["during"] for e in window if e["kind"] == "noticed"})
     return dict(fault,

@@ -157,7 +157,7 @@ class AlgoConfig:
     lr_schedule: str = "constant"
     # none | sqrt | linear: the lr x (nodes in the world)^(0 | 1/2 | 1), followed through elastic
     # changes. For sync.global_batch=false, where every update averages N nodes' batches and N
-    # nodes take N times fewer steps per frame (docs/several-nodes.md#batch-size-and-learning-rate)
+    # nodes take N times fewer steps per frame (docs/multi-node.md#batch-size-and-learning-rate)
     lr_scaling: str = "none"
     gamma: float = 0.99  # discount factor
     # V-trace targets (the Sample Factory paper's APPO); off: GAE (gae_lambda) on the behaviour

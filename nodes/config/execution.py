@@ -87,7 +87,7 @@ class SyncConfig:
     # frames to a score. auto: true on CPU nodes, whose learner's iteration shrinks with its batch,
     # false with train.device=cuda, whose iteration does not (bound by kernel launches: a small
     # share takes about as long as the whole batch), so the split would leave N GPU nodes at about
-    # one node's speed (docs/several-nodes.md#batch-size-and-learning-rate; the figures:
+    # one node's speed (docs/multi-node.md#batch-size-and-learning-rate; the figures:
     # docs/benchmarks.md#figures-behind-the-codes-choices)
     global_batch: Any = "auto"
     # 0: a free port (the local spawner's; in a Slurm step, the one rank 0 publishes in the run dir)

@@ -42,7 +42,8 @@ def _envpool():
     try:
         import envpool
     except ImportError as exc:  # pragma: no cover - depends on the machine
-        raise ConfigError(f"env.backend=envpool needs envpool: pip install 'distrl[envpool]' ({exc})") from None
+        raise ConfigError(f"env.backend=envpool needs envpool: pip install -e '.[envpool]' in the clone "
+                          f"({exc})") from None
     return envpool
 
 

@@ -105,7 +105,7 @@ def _make(env_cfg):
                 _log_mujoco_warnings()
             env = gym.make(env_cfg.id, **kwargs)
         except (ImportError, gym.error.DependencyNotInstalled) as exc:
-            hint = f"; pip install 'distrl[{extra}]'" if extra else ""
+            hint = f"; pip install -e '.[{extra}]' in the clone" if extra else ""
             raise ConfigError(f"env.id '{env_cfg.id}' needs a package that is not installed here "
                               f"({one_line(exc)}){hint}") from None
     if env_cfg.rescale_actions:  # every Box, one or in a Tuple: the spec then reads -1..1 from the wrapped space

@@ -1,5 +1,5 @@
 """The figures of an iteration over the population's members (`merge_trains`) and the run's
-summary (`run_summary`: what summary.json holds, documented in docs/getting-started.md)."""
+summary (`run_summary`: what summary.json holds, documented in docs/run-directory.md)."""
 from __future__ import annotations
 
 import time
